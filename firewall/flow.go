@@ -1,0 +1,178 @@
+package firewall
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"guard/rules"
+)
+
+// Proto is a flow's transport protocol.
+type Proto uint8
+
+const (
+	TCP Proto = iota + 1
+	UDP
+	ICMP
+)
+
+func (p Proto) String() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	case ICMP:
+		return "icmp"
+	}
+	return "invalid"
+}
+
+// ParseProto parses "tcp", "udp" or "icmp".
+func ParseProto(s string) (Proto, error) {
+	switch strings.ToLower(s) {
+	case "tcp":
+		return TCP, nil
+	case "udp":
+		return UDP, nil
+	case "icmp":
+		return ICMP, nil
+	}
+	return 0, fmt.Errorf("unknown protocol %q (want tcp or udp)", s)
+}
+
+// Flow is what is known about a connection, or a request on one, when it is
+// decided.
+type Flow struct {
+	Proto Proto
+	// IP is the destination address; the zero Addr when unknown (a request
+	// through the explicit proxy that has not been resolved yet).
+	IP netip.Addr
+	// Names are candidate host names for the destination: DNS-snooped names
+	// at the connection layer, SNI and Host above it. They may be in any
+	// case, with a trailing dot, or internationalized.
+	Names []string
+	// Port is the destination port; 0 for ICMP.
+	Port uint16
+	// Method is the HTTP method of a web request; empty at the connection
+	// layer.
+	Method string
+}
+
+// Action is the outcome of a decision.
+type Action uint8
+
+const (
+	Allow Action = iota + 1
+	Deny
+	// Intercept lets the flow through the HTTP proxy only, which applies a
+	// web rule's methods to each request.
+	Intercept
+)
+
+func (a Action) String() string {
+	switch a {
+	case Allow:
+		return "allow"
+	case Deny:
+		return "deny"
+	case Intercept:
+		return "intercept"
+	}
+	return "invalid"
+}
+
+// Origins of a decisive rule.
+const (
+	OriginRules   = "rules"   // a line of the rules file
+	OriginDefault = "default" // the policy's default
+)
+
+// RuleRef names the rule that decided: its line, its canonical text and
+// where it came from (OriginRules, OriginDefault, or an exemption's origin
+// such as "localInference").
+type RuleRef struct {
+	Line   int    `json:"line"`
+	Text   string `json:"text"`
+	Origin string `json:"origin"`
+}
+
+func (r RuleRef) String() string {
+	switch {
+	case r.Origin == OriginDefault:
+		return r.Text
+	case r.Origin == OriginRules:
+		return fmt.Sprintf("line %d: %s", r.Line, r.Text)
+	}
+	return fmt.Sprintf("%s: %s", r.Origin, r.Text)
+}
+
+// Verdict is a decision and the rule that made it.
+type Verdict struct {
+	Action Action
+	Rule   RuleRef
+}
+
+// Default reports whether no rule matched and the policy default decided.
+func (v Verdict) Default() bool { return v.Rule.Origin == OriginDefault }
+
+// nat64 is the well-known NAT64 prefix (RFC 6052); addresses in it embed an
+// IPv4 address in their last 32 bits.
+func nat64() netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom16([16]byte{0: 0x00, 1: 0x64, 2: 0xff, 3: 0x9b}), 96)
+}
+
+// CanonicalIP returns the address a rule is matched against: IPv4-mapped
+// IPv6 and NAT64 well-known-prefix addresses become the IPv4 address they
+// carry, and any zone is dropped.
+func CanonicalIP(a netip.Addr) netip.Addr {
+	if !a.IsValid() {
+		return a
+	}
+	a = a.WithZone("")
+	if a.Is4In6() {
+		return a.Unmap()
+	}
+	if a.Is6() && nat64().Contains(a) {
+		b := a.As16()
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	return a
+}
+
+// canonicalName returns the matching form of a candidate name, or, when the
+// name is an IP literal (possibly bracketed), that address. ok is false for
+// names that can match nothing.
+func canonicalName(s string) (name string, ip netip.Addr, ok bool) {
+	if s == "" {
+		return "", netip.Addr{}, false
+	}
+	if c := s[0]; c == '[' || c == ':' || ('0' <= c && c <= '9') {
+		if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
+			return "", CanonicalIP(a), true
+		}
+	}
+	if isLowerASCIIName(s) {
+		return s, netip.Addr{}, true
+	}
+	n, err := rules.NormalizeHost(s)
+	if err != nil {
+		return "", netip.Addr{}, false
+	}
+	return n, netip.Addr{}, true
+}
+
+// isLowerASCIIName is the fast path: a name already in matching form.
+func isLowerASCIIName(s string) bool {
+	if s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

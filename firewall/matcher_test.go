@@ -1,0 +1,392 @@
+package firewall
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"guard/rules"
+)
+
+func mustCompile(t testing.TB, text string, ex ...Exemption) *Matcher {
+	t.Helper()
+	p, err := rules.ParseString(strings.TrimPrefix(text, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Compile(p, ex...)
+}
+
+const designExample = `allow tcp api.github.com:443
+allow web api.example.com GET,POST      # only these verbs reach the site
+deny  web api.internal PUT,DELETE       # block these verbs, allow the rest
+deny  udp any:53
+deny  any 10.0.0.0/8
+default deny
+`
+
+type verdictCase struct {
+	name   string
+	flow   Flow
+	action Action
+	line   int // 0: the default decided
+}
+
+func tcp(port uint16, ip string, names ...string) Flow {
+	f := Flow{Proto: TCP, Port: port, Names: names}
+	if ip != "" {
+		f.IP = netip.MustParseAddr(ip)
+	}
+	return f
+}
+
+func udp(port uint16, ip string, names ...string) Flow {
+	f := tcp(port, ip, names...)
+	f.Proto = UDP
+	return f
+}
+
+func method(f Flow, m string) Flow { f.Method = m; return f }
+
+func runVerdicts(t *testing.T, m *Matcher, cases []verdictCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			v := m.Verdict(tt.flow)
+			if v.Action != tt.action {
+				t.Errorf("action %v, want %v (rule %v)", v.Action, tt.action, v.Rule)
+			}
+			if tt.line == 0 && !v.Default() {
+				t.Errorf("decided by %v, want the default", v.Rule)
+			}
+			if tt.line != 0 && (v.Default() || v.Rule.Line != tt.line) {
+				t.Errorf("decided by %v, want line %d", v.Rule, tt.line)
+			}
+		})
+	}
+}
+
+func TestDesignExample(t *testing.T) {
+	m := mustCompile(t, designExample)
+	runVerdicts(t, m, []verdictCase{
+		{"github api over tls", tcp(443, "140.82.112.6", "api.github.com"), Allow, 1},
+		{"github api other port", tcp(80, "140.82.112.6", "api.github.com"), Deny, 0},
+		{"github api over udp", udp(443, "140.82.112.6", "api.github.com"), Deny, 0},
+		{"github apex is not api", tcp(443, "140.82.112.3", "github.com"), Deny, 0},
+		{"subdomain of api.github.com", tcp(443, "", "x.api.github.com"), Allow, 1},
+		{"web rule intercepts", tcp(443, "192.0.2.1", "api.example.com"), Intercept, 2},
+		{"web rule any port", tcp(8080, "192.0.2.1", "api.example.com"), Intercept, 2},
+		{"web rule GET", method(tcp(443, "", "api.example.com"), "GET"), Allow, 2},
+		{"web rule lower-case post", method(tcp(443, "", "api.example.com"), "post"), Allow, 2},
+		{"web rule DELETE not listed", method(tcp(443, "", "api.example.com"), "DELETE"), Deny, 2},
+		{"web rule is tcp only", udp(443, "192.0.2.1", "api.example.com"), Deny, 0},
+		{"denylist intercepts", tcp(443, "", "api.internal"), Intercept, 3},
+		{"denylist GET passes", method(tcp(443, "", "api.internal"), "GET"), Allow, 3},
+		{"denylist PUT blocked", method(tcp(443, "", "api.internal"), "PUT"), Deny, 3},
+		{"denylist delete blocked", method(tcp(443, "", "api.internal"), "delete"), Deny, 3},
+		{"dns anywhere", udp(53, "8.8.8.8"), Deny, 4},
+		{"dns over tcp falls to default", tcp(53, "8.8.8.8"), Deny, 0},
+		{"private range", tcp(22, "10.1.2.3"), Deny, 5},
+		{"mapped private range", tcp(22, "::ffff:10.1.2.3"), Deny, 5},
+		{"nat64 private range", tcp(22, "64:ff9b::a01:203"), Deny, 5},
+		{"private ip named api.github.com: first match wins", tcp(443, "10.1.2.3", "api.github.com"), Allow, 1},
+		{"nothing matches", tcp(443, "203.0.113.9", "example.org"), Deny, 0},
+	})
+}
+
+func TestHostnameEdgeCases(t *testing.T) {
+	m := mustCompile(t, `
+deny  tcp internal.example.com
+allow tcp *.wild.example
+allow tcp example.com
+allow tcp xn--bcher-kva.example
+default deny
+`)
+	runVerdicts(t, m, []verdictCase{
+		{"case and trailing dot", tcp(443, "", "LOGIN.INTERNAL.EXAMPLE.COM."), Deny, 1},
+		{"suffix attack", tcp(443, "", "internal.example.com.evil"), Deny, 0},
+		{"over-match attack", tcp(443, "", "notexample.com"), Deny, 0},
+		{"apex", tcp(443, "", "example.com"), Allow, 3},
+		{"deep subdomain", tcp(443, "", "a.b.c.example.com"), Allow, 3},
+		{"wildcard skips apex", tcp(443, "", "wild.example"), Deny, 0},
+		{"wildcard subdomain", tcp(443, "", "x.wild.example"), Allow, 2},
+		{"wildcard deep", tcp(443, "", "y.x.wild.example"), Allow, 2},
+		{"unicode name is punycoded", tcp(443, "", "Bücher.example"), Allow, 4},
+		{"punycode name", tcp(443, "", "www.xn--bcher-kva.example"), Allow, 4},
+		{"bracketed name is not a name", tcp(443, "", "[example.com]"), Deny, 0},
+		{"empty name", tcp(443, "", ""), Deny, 0},
+		{"any name that matches is enough", tcp(443, "", "nope.test", "example.com"), Allow, 3},
+		{"earliest matching rule across names", tcp(443, "", "example.com", "internal.example.com"), Deny, 1},
+	})
+}
+
+func TestAddresses(t *testing.T) {
+	m := mustCompile(t, `
+allow tcp 192.0.2.10:22
+deny  any 192.0.2.0/24
+allow tcp [2001:db8::/32]:443
+deny  any 2001:db8::1
+allow any ::ffff:198.51.100.0/120
+deny  any 0.0.0.0/0
+allow any ::/0
+`)
+	runVerdicts(t, m, []verdictCase{
+		{"host route", tcp(22, "192.0.2.10"), Allow, 1},
+		{"host route other port", tcp(23, "192.0.2.10"), Deny, 2},
+		{"mapped host route", tcp(22, "::ffff:192.0.2.10"), Allow, 1},
+		{"ip literal as a name", tcp(22, "", "192.0.2.10"), Allow, 1},
+		{"bracketed v6 literal as a name", tcp(443, "", "[2001:db8::5]"), Allow, 3},
+		{"v6 prefix with port", tcp(443, "2001:db8::1"), Allow, 3},
+		{"v6 host route after prefix", tcp(80, "2001:db8::1"), Deny, 4},
+		{"v6 zone ignored", tcp(443, "fe80::1%eth0"), Allow, 7},
+		{"mapped rule matches v4 flow", udp(53, "198.51.100.7"), Allow, 5},
+		{"v4 catch-all", tcp(80, "203.0.113.1"), Deny, 6},
+		{"mapped flow hits v4 catch-all, not ::/0", tcp(80, "::ffff:203.0.113.1"), Deny, 6},
+		{"v6 catch-all", tcp(80, "2606:4700::1"), Allow, 7},
+		{"icmp matches a portless rule", Flow{Proto: ICMP, IP: netip.MustParseAddr("192.0.2.9")}, Deny, 2},
+		{"no ip no name: default", tcp(80, ""), Allow, 0},
+	})
+}
+
+func TestPorts(t *testing.T) {
+	m := mustCompile(t, `
+allow tcp example.com:22,80,8000-8010
+deny tcp any:1-1023
+allow udp any:60000-61000
+default deny
+`)
+	runVerdicts(t, m, []verdictCase{
+		{"listed port", tcp(22, "", "example.com"), Allow, 1},
+		{"range start", tcp(8000, "", "example.com"), Allow, 1},
+		{"range end", tcp(8010, "", "example.com"), Allow, 1},
+		{"past range", tcp(8011, "", "example.com"), Deny, 0},
+		{"low port", tcp(443, "", "example.com"), Deny, 2},
+		{"udp range", udp(60500, "192.0.2.1"), Allow, 3},
+		{"icmp never matches a ported rule", Flow{Proto: ICMP, Names: []string{"example.com"}}, Deny, 0},
+	})
+}
+
+func TestWebRuleForms(t *testing.T) {
+	m := mustCompile(t, `
+allow web open.example
+deny web closed.example
+allow web ro.example read-only
+allow tcp plain.example
+`)
+	runVerdicts(t, m, []verdictCase{
+		{"allow web without list intercepts", tcp(443, "", "open.example"), Intercept, 1},
+		{"allow web without list passes any method", method(tcp(443, "", "open.example"), "DELETE"), Allow, 1},
+		{"deny web without list denies the connection", tcp(443, "", "closed.example"), Deny, 2},
+		{"deny web without list denies requests", method(tcp(443, "", "closed.example"), "GET"), Deny, 2},
+		{"read-only GET", method(tcp(443, "", "ro.example"), "GET"), Allow, 3},
+		{"read-only OPTIONS", method(tcp(443, "", "ro.example"), "OPTIONS"), Allow, 3},
+		{"read-only POST", method(tcp(443, "", "ro.example"), "POST"), Deny, 3},
+		{"tcp rule passes every method", method(tcp(443, "", "plain.example"), "DELETE"), Allow, 4},
+	})
+}
+
+func TestExemptionComesFirst(t *testing.T) {
+	ex := Exemption{Rule: rules.Rule{Action: rules.Allow, Proto: rules.TCP,
+		Target: rules.Target{Kind: rules.Prefix, Prefix: netip.MustParsePrefix("127.0.0.1/32")},
+		Ports:  rules.PortSet{{Lo: 11434, Hi: 11434}}}, Origin: "localInference"}
+	m := mustCompile(t, "deny any any\ndefault deny\n", ex)
+	v := m.Verdict(tcp(11434, "127.0.0.1"))
+	if v.Action != Allow || v.Rule.Origin != "localInference" || v.Rule.Text != "allow tcp 127.0.0.1:11434" {
+		t.Fatalf("got %+v", v)
+	}
+	if v := m.Verdict(tcp(11435, "127.0.0.1")); v.Action != Deny || v.Rule.Line != 1 {
+		t.Fatalf("exemption leaked to another port: %+v", v)
+	}
+}
+
+// reference is the obvious linear first-match scan, kept to check the
+// indexed matcher against and as the benchmark baseline.
+func reference(p *rules.Policy, f Flow) (Action, int) {
+	var ips []netip.Addr
+	var names []string
+	if f.IP.IsValid() {
+		ips = append(ips, CanonicalIP(f.IP))
+	}
+	for _, n := range f.Names {
+		if name, ip, ok := canonicalName(n); ok {
+			if ip.IsValid() {
+				ips = append(ips, ip)
+			} else {
+				names = append(names, name)
+			}
+		}
+	}
+	targetMatch := func(t rules.Target) bool {
+		switch t.Kind {
+		case rules.AnyTarget:
+			return true
+		case rules.Prefix:
+			for _, ip := range ips {
+				if t.Prefix.Contains(ip) {
+					return true
+				}
+			}
+		case rules.Domain, rules.Subdomains:
+			for _, n := range names {
+				if strings.HasSuffix(n, "."+t.Host) || (t.Kind == rules.Domain && n == t.Host) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		cr := compiledRule{action: r.Action, proto: r.Proto, ports: r.Ports, methods: r.Methods}
+		if targetMatch(r.Target) && cr.applies(&f) {
+			return cr.decide(f.Method), i
+		}
+	}
+	if p.Default == rules.Deny {
+		return Deny, -1
+	}
+	return Allow, -1
+}
+
+// TestMatchesLinearScan compares the indexed matcher with the linear scan on
+// random policies and flows.
+func TestMatchesLinearScan(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for round := range 200 {
+		text, hosts, nets := randomPolicyText(r, 1+r.IntN(200))
+		p, err := rules.ParseString(text)
+		if err != nil {
+			t.Fatalf("generator made a bad policy: %v\n%s", err, text)
+		}
+		m := Compile(p)
+		for range 200 {
+			f := randomFlow(r, hosts, nets)
+			want, idx := reference(p, f)
+			got := m.Verdict(f)
+			wantLine := 0
+			if idx >= 0 {
+				wantLine = p.Rules[idx].Line
+			}
+			if got.Action != want || (idx < 0) != got.Default() || (idx >= 0 && got.Rule.Line != wantLine) {
+				t.Fatalf("round %d flow %+v: got %v by %v, want %v by line %d\n%s", round, f, got.Action, got.Rule, want, wantLine, text)
+			}
+		}
+	}
+}
+
+func randomLabel(r *rand.Rand) string {
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	n := 2 + r.IntN(6)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = letters[r.IntN(len(letters))]
+	}
+	return string(b)
+}
+
+// randomPolicyText returns rules text mixing hosts, wildcards, CIDRs, ports
+// and methods, plus the hosts and networks it used so flows can hit them.
+func randomPolicyText(r *rand.Rand, n int) (string, []string, []netip.Prefix) {
+	var b strings.Builder
+	var hosts []string
+	var nets []netip.Prefix
+	tlds := []string{"com", "net", "io", "test"}
+	protos := []string{"tcp", "udp", "any", "web"}
+	for range n {
+		action := []string{"allow", "deny"}[r.IntN(2)]
+		proto := protos[r.IntN(len(protos))]
+		var target string
+		switch k := r.IntN(100); {
+		case k < 40:
+			h := randomLabel(r) + "." + tlds[r.IntN(len(tlds))]
+			if r.IntN(2) == 0 {
+				h = randomLabel(r) + "." + h
+			}
+			hosts = append(hosts, h)
+			target = h
+		case k < 55:
+			h := randomLabel(r) + "." + tlds[r.IntN(len(tlds))]
+			hosts = append(hosts, h)
+			target = "*." + h
+		case k < 85:
+			a := netip.AddrFrom4([4]byte{byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+			pfx := netip.PrefixFrom(a, 8+r.IntN(25)).Masked()
+			nets = append(nets, pfx)
+			target = pfx.String()
+		case k < 99:
+			var a [16]byte
+			a[0], a[1] = 0x20, 0x01
+			for i := 2; i < 16; i++ {
+				a[i] = byte(r.IntN(256))
+			}
+			pfx := netip.PrefixFrom(netip.AddrFrom16(a), 32+r.IntN(97)).Masked()
+			nets = append(nets, pfx)
+			target = "[" + pfx.String() + "]"
+		default:
+			target = "any"
+		}
+		// An any-target rule without ports is a catch-all; real policies
+		// keep those rare and port-bound ones ("deny udp any:53") common.
+		if r.IntN(3) == 0 || (target == "any" && r.IntN(10) > 0) {
+			switch r.IntN(3) {
+			case 0:
+				target += fmt.Sprintf(":%d", []int{22, 53, 80, 443, 8080}[r.IntN(5)])
+			case 1:
+				target += ":80,443"
+			default:
+				target += ":8000-9000"
+			}
+		} else if strings.HasPrefix(target, "[") {
+			target = strings.Trim(target, "[]")
+		}
+		line := action + " " + proto + " " + target
+		if proto == "web" && r.IntN(2) == 0 {
+			line += " " + []string{"GET,POST", "read-only", "PUT,DELETE", "methods PATCH"}[r.IntN(4)]
+		}
+		b.WriteString(line + "\n")
+	}
+	b.WriteString("default " + []string{"allow", "deny"}[r.IntN(2)] + "\n")
+	return b.String(), hosts, nets
+}
+
+func randomFlow(r *rand.Rand, hosts []string, nets []netip.Prefix) Flow {
+	f := Flow{Proto: []Proto{TCP, UDP, ICMP}[r.IntN(3)], Port: []uint16{22, 53, 80, 443, 8080, 8500, 9999}[r.IntN(7)]}
+	if f.Proto == ICMP {
+		f.Port = 0
+	}
+	if len(nets) > 0 && r.IntN(2) == 0 {
+		pfx := nets[r.IntN(len(nets))]
+		b := pfx.Addr().AsSlice()
+		b[len(b)-1] |= byte(r.IntN(256)) >> min(pfx.Bits(), 8)
+		a, _ := netip.AddrFromSlice(b)
+		if r.IntN(4) == 0 && a.Is4() {
+			a = netip.AddrFrom16(a.As16()) // mapped spelling
+		}
+		f.IP = a
+	} else if r.IntN(2) == 0 {
+		f.IP = netip.AddrFrom4([4]byte{byte(r.IntN(256)), byte(r.IntN(256)), 1, 2})
+	}
+	for range r.IntN(3) {
+		switch {
+		case len(hosts) > 0 && r.IntN(3) > 0:
+			h := hosts[r.IntN(len(hosts))]
+			switch r.IntN(4) {
+			case 0:
+				h = randomLabel(r) + "." + h
+			case 1:
+				h = strings.ToUpper(h) + "."
+			case 2:
+				h = "x" + h // suffix over-match attempt
+			}
+			f.Names = append(f.Names, h)
+		default:
+			f.Names = append(f.Names, randomLabel(r)+".example")
+		}
+	}
+	if f.Proto == TCP && r.IntN(3) == 0 {
+		f.Method = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "get"}[r.IntN(6)]
+	}
+	return f
+}
