@@ -106,7 +106,9 @@ type Egress struct {
 }
 
 // Intercepts reports whether transparent interception is on.
-func (e Egress) Intercepts() bool { return e.TransparentInterception == nil || *e.TransparentInterception }
+func (e Egress) Intercepts() bool {
+	return e.TransparentInterception == nil || *e.TransparentInterception
+}
 
 // LocalInference is the host's model endpoint, always reachable.
 type LocalInference struct {
