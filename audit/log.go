@@ -106,6 +106,10 @@ func (l *Log) Emit(ctx context.Context, e Event) error {
 func (l *Log) Recent(n int) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.recentLocked(n)
+}
+
+func (l *Log) recentLocked(n int) []Event {
 	var out []Event
 	if l.filled {
 		out = append(out, l.ring[l.next:]...)
@@ -135,19 +139,31 @@ type Subscription struct {
 
 // Subscribe returns a subscription buffering up to buf events.
 func (l *Log) Subscribe(buf int) *Subscription {
+	_, s := l.Follow(0, buf)
+	return s
+}
+
+// Follow returns up to backlog of the latest events and a subscription to
+// the ones after them, taken together so that no event is missed or seen
+// twice.
+func (l *Log) Follow(backlog, buf int) ([]Event, *Subscription) {
 	if buf <= 0 {
 		buf = 256
 	}
+	var recent []Event
 	s := &Subscription{log: l, ch: make(chan Event, buf)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if backlog > 0 {
+		recent = l.recentLocked(backlog)
+	}
 	if l.closed {
 		s.done = true
 		close(s.ch)
-		return s
+		return recent, s
 	}
 	l.subs[s] = struct{}{}
-	return s
+	return recent, s
 }
 
 // offer delivers without blocking; called with the log's lock held.

@@ -1,0 +1,28 @@
+package control
+
+import (
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// peerUID returns the user id of the process at the other end of a unix
+// socket connection (SO_PEERCRED).
+func peerUID(c net.Conn) (int, bool) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return 0, false
+	}
+	return int(cred.Uid), true
+}

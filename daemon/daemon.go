@@ -1,0 +1,391 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"guard/audit"
+	"guard/control"
+	"guard/firewall"
+	"guard/rules"
+	"guard/workspace"
+)
+
+// Component is a long-running part of guardd, such as the proxy or the
+// network stack. It is started once the policy and the event log are ready
+// and must return when ctx ends. A component that fails stops guardd: the
+// VM must not be left with a half-working way out.
+type Component interface {
+	Name() string
+	Run(ctx context.Context) error
+}
+
+// Config assembles a daemon.
+type Config struct {
+	// LoadProfile reads and validates the profile; it is called at start
+	// and again on every reload.
+	LoadProfile func() (*workspace.Profile, error)
+	// StateDir defaults to the workspace's default state directory.
+	StateDir string
+	// ControlPath defaults to <StateDir>/control.sock.
+	ControlPath string
+	Logger      *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// EventSink replaces the event file, for tests.
+	EventSink audit.Sink
+	// Components are started by Run.
+	Components []Component
+}
+
+// Daemon is one workspace's guardd.
+type Daemon struct {
+	cfg         Config
+	logger      *slog.Logger
+	stateDir    string
+	controlPath string
+	eventPath   string
+	lock        *os.File
+	started     time.Time
+
+	active *firewall.Active
+	snoop  *firewall.SnoopTable
+	events *audit.Log
+
+	// mu serializes policy changes, so each summary compares against the
+	// policy it replaced.
+	mu           sync.Mutex
+	profile      *workspace.Profile
+	rulesSource  string
+	rulesChanged time.Time
+
+	compMu     sync.Mutex
+	compStates map[string]string
+}
+
+// New loads the profile, prepares the state directory, takes the workspace
+// lock, opens the event log and compiles the policy. Nothing listens yet.
+func New(ctx context.Context, cfg Config) (*Daemon, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	prof, err := cfg.LoadProfile()
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, logger: cfg.Logger, profile: prof, started: cfg.Now(), compStates: map[string]string{}}
+	for _, w := range prof.Warnings {
+		d.logger.Warn("profile: " + w)
+	}
+	d.stateDir = cfg.StateDir
+	if d.stateDir == "" {
+		if d.stateDir, err = workspace.DefaultStateDir(prof.Name); err != nil {
+			return nil, err
+		}
+	}
+	if d.stateDir, err = filepath.Abs(d.stateDir); err != nil {
+		return nil, err
+	}
+	if err := workspace.PrepareStateDir(d.stateDir); err != nil {
+		return nil, err
+	}
+	if d.lock, err = lockStateDir(d.stateDir); err != nil {
+		return nil, err
+	}
+	d.controlPath = cfg.ControlPath
+	if d.controlPath == "" {
+		d.controlPath = filepath.Join(d.stateDir, "control.sock")
+	}
+	sink := cfg.EventSink
+	d.eventPath = filepath.Join(d.stateDir, "events.jsonl")
+	if sink == nil {
+		fs, err := audit.OpenFile(d.eventPath, 0, 0)
+		if err != nil {
+			d.unlock()
+			return nil, err
+		}
+		sink = fs
+	}
+	d.events = audit.New(prof.Name, sink, audit.Options{Now: cfg.Now, Logger: d.logger})
+	d.snoop = firewall.NewSnoopTable(firewall.SnoopOptions{Now: cfg.Now})
+
+	m, err := compile(prof, prof.Policy)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	// The first policy is on record before any flow is decided by it.
+	if err := d.events.Emit(ctx, policyEvent("start", m.Policy(), control.ApplyResult{})); err != nil {
+		d.close()
+		return nil, fmt.Errorf("cannot write the event log, refusing to start: %w", err)
+	}
+	d.active = firewall.NewActive(m)
+	d.rulesSource, d.rulesChanged = "profile "+prof.Source, cfg.Now()
+	return d, nil
+}
+
+// compile builds the matcher for a policy with the profile's exemptions.
+func compile(prof *workspace.Profile, p *rules.Policy) (*firewall.Matcher, error) {
+	var ex []firewall.Exemption
+	if li := prof.LocalInference; li != nil {
+		r, err := localInferenceRule(li)
+		if err != nil {
+			return nil, fmt.Errorf("localInference: %w", err)
+		}
+		ex = append(ex, firewall.Exemption{Rule: r, Origin: "localInference"})
+	}
+	return firewall.Compile(p, ex...), nil
+}
+
+// localInferenceRule is "allow tcp HOST:PORT" for the host's model server.
+func localInferenceRule(li *workspace.LocalInference) (rules.Rule, error) {
+	r := rules.Rule{Action: rules.Allow, Proto: rules.TCP, Ports: rules.PortSet{{Lo: uint16(li.Port), Hi: uint16(li.Port)}}}
+	if a, err := netip.ParseAddr(li.Host); err == nil {
+		a = a.Unmap().WithZone("")
+		r.Target = rules.Target{Kind: rules.Prefix, Prefix: netip.PrefixFrom(a, a.BitLen())}
+		return r, nil
+	}
+	h, err := rules.NormalizeHost(li.Host)
+	if err != nil {
+		return r, err
+	}
+	r.Target = rules.Target{Kind: rules.Domain, Host: h}
+	return r, nil
+}
+
+// lockStateDir takes an exclusive lock so two guardd never share a
+// workspace's state.
+func lockStateDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "guardd.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("another guardd (pid %s) is running with state dir %s", string(pid), dir)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
+	return f, nil
+}
+
+func (d *Daemon) unlock() {
+	if d.lock != nil {
+		d.lock.Close()
+		d.lock = nil
+	}
+}
+
+func (d *Daemon) close() {
+	if d.events != nil {
+		d.events.Close()
+	}
+	d.unlock()
+}
+
+// Run serves the control socket and runs the components until ctx ends or
+// a component fails, then shuts down: the socket is removed, the event log
+// closed and the lock released.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.close()
+	ln, err := control.Listen(d.controlPath)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(d.controlPath)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	srv := control.NewServer(d, d.logger)
+	wg.Go(func() {
+		if err := srv.Serve(ctx, ln); err != nil {
+			cancel(fmt.Errorf("control socket: %w", err))
+		}
+	})
+	for _, c := range d.cfg.Components {
+		d.setState(c.Name(), "running")
+		wg.Go(func() {
+			err := c.Run(ctx)
+			if ctx.Err() == nil {
+				if err == nil {
+					err = errors.New("stopped unexpectedly")
+				}
+				d.setState(c.Name(), "failed: "+err.Error())
+				cancel(fmt.Errorf("%s: %w", c.Name(), err))
+				return
+			}
+			d.setState(c.Name(), "stopped")
+		})
+	}
+	d.logger.Info("guardd ready", "workspace", d.profile.Name, "control", d.controlPath,
+		"state_dir", d.stateDir, "rules", len(d.active.Load().Policy().Rules), "default", d.active.Load().Policy().Default.String())
+	<-ctx.Done()
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	d.logger.Info("guardd stopped", "workspace", d.profile.Name)
+	return nil
+}
+
+func (d *Daemon) setState(name, state string) {
+	d.compMu.Lock()
+	defer d.compMu.Unlock()
+	d.compStates[name] = state
+}
+
+// Reload re-reads the profile and swaps in its rules (SIGHUP). A profile
+// that does not load changes nothing.
+func (d *Daemon) Reload(ctx context.Context) error {
+	prof, err := d.cfg.LoadProfile()
+	if err != nil {
+		d.logger.Error("reload refused; the active policy is unchanged", "err", err)
+		return err
+	}
+	if prof.Name != d.profile.Name {
+		err := fmt.Errorf("the profile now names workspace %q, not %q; restart guardd to switch workspaces", prof.Name, d.profile.Name)
+		d.logger.Error("reload refused; the active policy is unchanged", "err", err)
+		return err
+	}
+	for _, w := range prof.Warnings {
+		d.logger.Warn("profile: " + w)
+	}
+	res, err := d.swap(ctx, prof, prof.Policy, "SIGHUP", "profile "+prof.Source)
+	if err != nil {
+		return err
+	}
+	d.logger.Info("rules reloaded", "rules", res.Rules, "default", res.Default, "added", len(res.Added), "removed", len(res.Removed))
+	return nil
+}
+
+// ApplyRules parses text and swaps it in (guardctl rules apply).
+func (d *Daemon) ApplyRules(ctx context.Context, text []byte, source string) (control.ApplyResult, error) {
+	p, err := rules.Parse(text)
+	if err != nil {
+		return control.ApplyResult{}, err
+	}
+	if source == "" {
+		source = "guardctl"
+	}
+	d.mu.Lock()
+	prof := d.profile
+	d.mu.Unlock()
+	res, err := d.swap(ctx, prof, p, "guardctl rules apply", source)
+	if err == nil {
+		d.logger.Info("rules applied", "source", source, "rules", res.Rules, "default", res.Default, "added", len(res.Added), "removed", len(res.Removed))
+	}
+	return res, err
+}
+
+// swap records and installs a new policy. The change is written to the
+// event log first; if that fails the old policy stays.
+func (d *Daemon) swap(ctx context.Context, prof *workspace.Profile, p *rules.Policy, how, source string) (control.ApplyResult, error) {
+	m, err := compile(prof, p)
+	if err != nil {
+		return control.ApplyResult{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := summarize(d.active.Load().Policy(), p)
+	ev := policyEvent(how, p, res)
+	ev.Reason = source
+	if err := d.events.Emit(ctx, ev); err != nil {
+		return control.ApplyResult{}, fmt.Errorf("the change could not be written to the event log, so it was not made: %w", err)
+	}
+	d.active.Swap(m)
+	d.profile = prof
+	d.rulesSource, d.rulesChanged = source, d.cfg.Now()
+	return res, nil
+}
+
+func policyEvent(how string, p *rules.Policy, res control.ApplyResult) audit.Event {
+	return audit.Event{Type: audit.TypePolicyChange, Source: how, Rules: len(p.Rules), Default: p.Default.String(),
+		Added: len(res.Added), Removed: len(res.Removed)}
+}
+
+// DecideFlow decides a flow against the active policy and records one
+// egress.firewall event. If the event cannot be written the flow is denied.
+// This is the seam the network stack and the proxy decide through.
+func (d *Daemon) DecideFlow(ctx context.Context, f firewall.Flow, layer string) firewall.Verdict {
+	v := d.active.Load().Verdict(f)
+	ev := audit.Event{
+		Type:      audit.TypeFirewall,
+		Action:    v.Action.String(),
+		Layer:     layer,
+		Proto:     f.Proto.String(),
+		Port:      int(f.Port),
+		Method:    f.Method,
+		Hostnames: f.Names,
+		Rule:      &audit.Rule{Line: v.Rule.Line, Text: v.Rule.Text, Origin: v.Rule.Origin},
+	}
+	if len(f.Names) > 0 {
+		ev.Host = f.Names[0]
+	}
+	if f.IP.IsValid() {
+		ev.IP = firewall.CanonicalIP(f.IP).String()
+	}
+	if err := d.events.Emit(ctx, ev); err != nil {
+		return firewall.Verdict{Action: firewall.Deny, Rule: firewall.RuleRef{Origin: "failClosed", Text: "the event log cannot be written"}}
+	}
+	d.logger.InfoContext(ctx, "egress.firewall", "action", ev.Action, "layer", layer, "proto", ev.Proto,
+		"host", ev.Host, "ip", ev.IP, "port", ev.Port, "method", ev.Method, "rule", v.Rule.String())
+	return v
+}
+
+// Active is the policy holder the proxy and network stack read.
+func (d *Daemon) Active() *firewall.Active { return d.active }
+
+// Snoop is the DNS-snoop table shared by the network stack and the proxy.
+func (d *Daemon) Snoop() *firewall.SnoopTable { return d.snoop }
+
+// Events is the event log.
+func (d *Daemon) Events() *audit.Log { return d.events }
+
+// Check decides a flow without recording it (guardctl rules check).
+func (d *Daemon) Check(f firewall.Flow) firewall.Verdict { return d.active.Load().Verdict(f) }
+
+// ActiveRules shows the policy in force.
+func (d *Daemon) ActiveRules() control.RulesView {
+	m := d.active.Load()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := control.RulesView{Text: rules.Format(m.Policy()), Source: d.rulesSource, Changed: d.rulesChanged}
+	for _, e := range m.Exemptions() {
+		v.Exemptions = append(v.Exemptions, e.Origin+": "+rules.FormatRule(&e.Rule))
+	}
+	return v
+}
+
+// Status describes the daemon.
+func (d *Daemon) Status() control.Status {
+	p := d.active.Load().Policy()
+	d.mu.Lock()
+	s := control.Status{
+		Workspace: d.profile.Name, PID: os.Getpid(), Started: d.started, Profile: d.profile.Source,
+		StateDir: d.stateDir, Control: d.controlPath, EventLog: d.eventPath, Events: d.events.Total(),
+		Rules: len(p.Rules), Default: p.Default.String(), RulesSource: d.rulesSource, RulesChanged: d.rulesChanged,
+		Warnings: d.profile.Warnings, Components: []control.ComponentStatus{},
+	}
+	d.mu.Unlock()
+	d.compMu.Lock()
+	defer d.compMu.Unlock()
+	for _, c := range d.cfg.Components {
+		s.Components = append(s.Components, control.ComponentStatus{Name: c.Name(), State: d.compStates[c.Name()]})
+	}
+	return s
+}
