@@ -1,0 +1,44 @@
+# guard: build, test, fuzz, benchmark, demo.
+GO       ?= go
+FUZZTIME ?= 10s
+BIN      := bin
+
+.PHONY: all build vet test unit fuzz bench run ci clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/guardd ./cmd/guardctl
+
+vet:
+	$(GO) vet ./...
+	GOOS=darwin $(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Every fuzz target, briefly. Seeds come from each package's testdata.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+# The whole test suite: what CI runs.
+test: vet unit fuzz
+
+# Benchmarks print ratios against a baseline measured in the same run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./firewall
+
+# Start guardd on the embedded demo profile and tour guardctl against it.
+run: build
+	./scripts/demo.sh $(BIN)
+
+ci:
+	bash .ci/run
+
+clean:
+	rm -rf $(BIN)
