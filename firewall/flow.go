@@ -87,6 +87,9 @@ func (a Action) String() string {
 const (
 	OriginRules   = "rules"   // a line of the rules file
 	OriginDefault = "default" // the policy's default
+	// OriginInvalidName: a candidate name was not a host name, and the flow
+	// was denied before any rule was tried.
+	OriginInvalidName = "invalidName"
 )
 
 // RuleRef names the rule that decided: its line, its canonical text and
@@ -143,7 +146,7 @@ func CanonicalIP(a netip.Addr) netip.Addr {
 
 // canonicalName returns the matching form of a candidate name, or, when the
 // name is an IP literal (possibly bracketed), that address. ok is false for
-// names that can match nothing.
+// names that are not host names.
 func canonicalName(s string) (name string, ip netip.Addr, ok bool) {
 	if s == "" {
 		return "", netip.Addr{}, false
@@ -153,7 +156,7 @@ func canonicalName(s string) (name string, ip netip.Addr, ok bool) {
 			return "", CanonicalIP(a), true
 		}
 	}
-	if isLowerASCIIName(s) {
+	if rules.IsCanonicalHost(s) {
 		return s, netip.Addr{}, true
 	}
 	n, err := rules.NormalizeHost(s)
@@ -161,18 +164,4 @@ func canonicalName(s string) (name string, ip netip.Addr, ok bool) {
 		return "", netip.Addr{}, false
 	}
 	return n, netip.Addr{}, true
-}
-
-// isLowerASCIIName is the fast path: a name already in matching form.
-func isLowerASCIIName(s string) bool {
-	if s[len(s)-1] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -126,9 +127,15 @@ func (m *Matcher) Verdict(f Flow) Verdict {
 		s.ip(CanonicalIP(f.IP))
 	}
 	for _, n := range f.Names {
+		if n == "" {
+			continue
+		}
 		name, ip, ok := canonicalName(n)
 		switch {
 		case !ok:
+			// A name that cannot be a DNS name cannot be matched, and
+			// ignoring it would let it slip past deny-by-name rules.
+			return Verdict{Action: Deny, Rule: RuleRef{Origin: OriginInvalidName, Text: fmt.Sprintf("%q is not a valid host name", n)}}
 		case ip.IsValid():
 			s.ip(ip)
 		default:

@@ -115,11 +115,25 @@ default deny
 		{"wildcard deep", tcp(443, "", "y.x.wild.example"), Allow, 2},
 		{"unicode name is punycoded", tcp(443, "", "Bücher.example"), Allow, 4},
 		{"punycode name", tcp(443, "", "www.xn--bcher-kva.example"), Allow, 4},
-		{"bracketed name is not a name", tcp(443, "", "[example.com]"), Deny, 0},
-		{"empty name", tcp(443, "", ""), Deny, 0},
+		{"empty name is no name", tcp(443, "", ""), Deny, 0},
 		{"any name that matches is enough", tcp(443, "", "nope.test", "example.com"), Allow, 3},
 		{"earliest matching rule across names", tcp(443, "", "example.com", "internal.example.com"), Deny, 1},
 	})
+}
+
+// TestInvalidNameDenies: a name that cannot be normalized must not simply be
+// skipped, or it would walk past a deny-by-name rule under default allow.
+func TestInvalidNameDenies(t *testing.T) {
+	m := mustCompile(t, "deny tcp evil.example\ndefault allow\n")
+	for _, name := range []string{"evil.example..", "[evil.example]", "evil.example:443", "*.evil.example", "evil example", "010.0.0.1", "evil.example\x00"} {
+		v := m.Verdict(tcp(443, "203.0.113.5", "ok.example", name))
+		if v.Action != Deny || v.Rule.Origin != OriginInvalidName {
+			t.Errorf("%q: %v by %v", name, v.Action, v.Rule)
+		}
+	}
+	if v := m.Verdict(tcp(443, "203.0.113.5", "EVIL.example.")); v.Action != Deny || v.Rule.Line != 1 {
+		t.Errorf("normalizable spelling: %v by %v", v.Action, v.Rule)
+	}
 }
 
 func TestAddresses(t *testing.T) {

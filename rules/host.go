@@ -50,6 +50,12 @@ func NormalizeHost(s string) (string, error) {
 	return h, nil
 }
 
+// IsCanonicalHost reports whether s is already what NormalizeHost would
+// return for it, cheaply and without allocating: the matcher's fast path.
+func IsCanonicalHost(s string) bool {
+	return s != "" && s[len(s)-1] != '.' && isPlainASCIIHost(s) && checkLabels(s) == nil
+}
+
 // isPlainASCIIHost reports whether h is already lower-case ASCII with no
 // punycode labels, so that the IDNA pass can be skipped.
 func isPlainASCIIHost(h string) bool {
@@ -70,30 +76,32 @@ func checkLabels(h string) error {
 	if len(h) > maxHostLen {
 		return fmt.Errorf("name is %d bytes long (limit %d)", len(h), maxHostLen)
 	}
-	last := ""
-	for label := range strings.SplitSeq(h, ".") {
-		if label == "" {
-			return errors.New("empty label (two dots in a row, or a leading dot)")
-		}
-		if len(label) > maxLabelLen {
-			return fmt.Errorf("label %s is %d bytes long (limit %d)", quote(label), len(label), maxLabelLen)
-		}
-		if label[0] == '-' || label[len(label)-1] == '-' {
-			return fmt.Errorf("label %s starts or ends with a hyphen", quote(label))
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
+	// One pass over the bytes; this runs for every candidate name of every
+	// flow.
+	start := 0
+	for i := 0; i <= len(h); i++ {
+		if i < len(h) && h[i] != '.' {
+			c := h[i]
 			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 				return fmt.Errorf("character %q is not allowed in a host name", c)
 			}
+			continue
 		}
-		last = label
-	}
-	if allDigits(last) {
-		// "010.0.0.1", "1.2.3" and friends: not a name, and not an address
-		// that netip accepts (leading zeros, short forms). See Go
-		// CVE-2021-29923.
-		return errors.New("looks like an IPv4 address but is not a valid one (no leading zeros, four parts)")
+		label := h[start:i]
+		switch {
+		case label == "":
+			return errors.New("empty label (two dots in a row, or a leading dot)")
+		case len(label) > maxLabelLen:
+			return fmt.Errorf("label %s is %d bytes long (limit %d)", quote(label), len(label), maxLabelLen)
+		case label[0] == '-' || label[len(label)-1] == '-':
+			return fmt.Errorf("label %s starts or ends with a hyphen", quote(label))
+		case i == len(h) && allDigits(label):
+			// "010.0.0.1", "1.2.3" and friends: not a name, and not an
+			// address that netip accepts (leading zeros, short forms). See
+			// Go CVE-2021-29923.
+			return errors.New("looks like an IPv4 address but is not a valid one (no leading zeros, four parts)")
+		}
+		start = i + 1
 	}
 	return nil
 }
