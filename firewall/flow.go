@@ -90,6 +90,9 @@ const (
 	// OriginInvalidName: a candidate name was not a host name, and the flow
 	// was denied before any rule was tried.
 	OriginInvalidName = "invalidName"
+	// OriginInvalidFlow: the flow itself is malformed (port 0, a method
+	// that is not an HTTP token) and was denied before any rule was tried.
+	OriginInvalidFlow = "invalidFlow"
 )
 
 // RuleRef names the rule that decided: its line, its canonical text and
@@ -120,28 +123,52 @@ type Verdict struct {
 // Default reports whether no rule matched and the policy default decided.
 func (v Verdict) Default() bool { return v.Rule.Origin == OriginDefault }
 
+// restrictiveness orders actions: deny over intercept over allow.
+func restrictiveness(a Action) int {
+	switch a {
+	case Allow:
+		return 0
+	case Intercept:
+		return 1
+	}
+	return 2
+}
+
+// Stricter returns the more restrictive of two verdicts for the same flow,
+// the earlier one on a tie. A flow is decided again as it reveals more (SNI,
+// then Host and method), and the names it reveals are the VM's to choose: a
+// later layer may tighten the verdict a flow already has, never loosen it.
+func Stricter(earlier, later Verdict) Verdict {
+	if restrictiveness(later.Action) > restrictiveness(earlier.Action) {
+		return later
+	}
+	return earlier
+}
+
 // nat64 is the well-known NAT64 prefix (RFC 6052); addresses in it embed an
 // IPv4 address in their last 32 bits.
 func nat64() netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom16([16]byte{0: 0x00, 1: 0x64, 2: 0xff, 3: 0x9b}), 96)
 }
 
-// CanonicalIP returns the address a rule is matched against: IPv4-mapped
-// IPv6 and NAT64 well-known-prefix addresses become the IPv4 address they
-// carry, and any zone is dropped.
+// CanonicalIP returns the address as rules see it: IPv4-mapped IPv6 becomes
+// the IPv4 address it carries, and any zone is dropped.
 func CanonicalIP(a netip.Addr) netip.Addr {
 	if !a.IsValid() {
 		return a
 	}
-	a = a.WithZone("")
-	if a.Is4In6() {
-		return a.Unmap()
+	return a.WithZone("").Unmap()
+}
+
+// EmbeddedIPv4 returns the IPv4 address inside a NAT64 well-known-prefix
+// address. Such a flow is IPv6 on the wire but reaches that IPv4 host
+// through the host's NAT64, so rules for either spelling apply to it.
+func EmbeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() || a.Is4In6() || !nat64().Contains(a.WithZone("")) {
+		return netip.Addr{}, false
 	}
-	if a.Is6() && nat64().Contains(a) {
-		b := a.As16()
-		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
-	}
-	return a
+	b := a.As16()
+	return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
 }
 
 // canonicalName returns the matching form of a candidate name, or, when the
@@ -151,7 +178,7 @@ func canonicalName(s string) (name string, ip netip.Addr, ok bool) {
 	if s == "" {
 		return "", netip.Addr{}, false
 	}
-	if c := s[0]; c == '[' || c == ':' || ('0' <= c && c <= '9') {
+	if c := s[0]; c == '[' || ('0' <= c && c <= '9') || strings.IndexByte(s, ':') >= 0 {
 		if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
 			return "", CanonicalIP(a), true
 		}

@@ -122,6 +122,12 @@ func (m *Matcher) Exemptions() []Exemption { return m.exemptions }
 // gives Intercept, except a deny web rule without methods, which denies. For
 // a web request (Method set) the result is Allow or Deny for that method.
 func (m *Matcher) Verdict(f Flow) Verdict {
+	if (f.Proto == TCP || f.Proto == UDP) && f.Port == 0 {
+		return Verdict{Action: Deny, Rule: RuleRef{Origin: OriginInvalidFlow, Text: "port 0"}}
+	}
+	if f.Method != "" && !rules.IsToken(f.Method) {
+		return Verdict{Action: Deny, Rule: RuleRef{Origin: OriginInvalidFlow, Text: fmt.Sprintf("%q is not an HTTP method", f.Method)}}
+	}
 	s := search{m: m, flow: &f, best: int32(len(m.rules))}
 	if f.IP.IsValid() {
 		s.ip(CanonicalIP(f.IP))
@@ -175,6 +181,9 @@ func (s *search) list(idx []int32) {
 }
 
 func (s *search) ip(a netip.Addr) {
+	if v4, ok := EmbeddedIPv4(a); ok {
+		s.ip(v4)
+	}
 	if a.Is4() {
 		s.m.v4.walk(keyOf(a), 32, s)
 		return
@@ -251,11 +260,18 @@ func (r *compiledRule) decide(method string) Action {
 	return Deny
 }
 
-// upperASCII upper-cases a method without allocating when it already is.
+// upperASCII upper-cases ASCII letters only (strings.ToUpper would fold
+// "poſt" into "POST"), without allocating when s already is upper case.
 func upperASCII(s string) string {
 	for i := 0; i < len(s); i++ {
 		if 'a' <= s[i] && s[i] <= 'z' {
-			return strings.ToUpper(s)
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'a' <= b[j] && b[j] <= 'z' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
 		}
 	}
 	return s

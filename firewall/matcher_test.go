@@ -136,6 +136,68 @@ func TestInvalidNameDenies(t *testing.T) {
 	}
 }
 
+// TestMalformedFlowsDeny: port 0 and methods that are not HTTP tokens must
+// not slip past ported or method deny rules.
+func TestMalformedFlowsDeny(t *testing.T) {
+	m := mustCompile(t, "deny udp any:1-1023\ndeny web x.example DELETE\nallow web y.example POST\ndefault allow\n")
+	for _, f := range []Flow{
+		udp(0, "192.0.2.1"),
+		method(tcp(443, "", "x.example"), "DELETE "),
+		method(tcp(443, "", "x.example"), " DELETE"),
+		method(tcp(443, "", "x.example"), "DEL\u0131TE"),
+	} {
+		if v := m.Verdict(f); v.Action != Deny || v.Rule.Origin != OriginInvalidFlow {
+			t.Errorf("%+v: %v by %v", f, v.Action, v.Rule)
+		}
+	}
+	// "poſt" must not fold into POST and pass the allow list.
+	if v := m.Verdict(method(tcp(443, "", "y.example"), "po\u017ft")); v.Action != Deny {
+		t.Errorf("unicode fold passed an allow list: %v by %v", v.Action, v.Rule)
+	}
+}
+
+// TestNAT64AndMappedSpellings: a NAT64 address is matched both as itself and
+// as the IPv4 host it reaches; a mapped address is IPv4.
+func TestNAT64AndMappedSpellings(t *testing.T) {
+	m := mustCompile(t, "deny any 64:ff9b::/96\ndeny any 10.0.0.0/8\ndeny any ::/0\ndefault allow\n")
+	runVerdicts(t, m, []verdictCase{
+		{"nat64 rule", tcp(443, "64:ff9b::c000:201"), Deny, 1},
+		{"nat64 to a denied v4 range, v4 rule first", Flow{Proto: TCP, Port: 1, IP: netip.MustParseAddr("64:ff9b::a00:1")}, Deny, 1},
+		{"mapped is IPv4, not IPv6", tcp(443, "::ffff:192.0.2.1"), Allow, 0},
+		{"mapped private", tcp(443, "::ffff:10.0.0.1"), Deny, 2},
+		{"plain IPv6", tcp(443, "2001:db8::1"), Deny, 3},
+		{"unbracketed v6 literal name", tcp(443, "", "2001:db8::1"), Deny, 3},
+		{"v6 literal name starting with a letter", tcp(443, "", "fd00::1"), Deny, 3},
+	})
+	m = mustCompile(t, "deny any 10.0.0.0/8\ndefault allow\n")
+	if v := m.Verdict(tcp(22, "64:ff9b::a00:1")); v.Action != Deny || v.Rule.Line != 1 {
+		t.Errorf("NAT64 walked around an IPv4 deny: %v by %v", v.Action, v.Rule)
+	}
+}
+
+func TestStricter(t *testing.T) {
+	allow := Verdict{Action: Allow, Rule: RuleRef{Line: 1}}
+	icpt := Verdict{Action: Intercept, Rule: RuleRef{Line: 2}}
+	deny := Verdict{Action: Deny, Rule: RuleRef{Line: 3}}
+	tests := []struct{ a, b, want Verdict }{
+		{allow, icpt, icpt}, {icpt, allow, icpt}, {icpt, deny, deny}, {deny, allow, deny},
+		{allow, Verdict{Action: Allow, Rule: RuleRef{Line: 9}}, allow},
+	}
+	for _, tt := range tests {
+		if got := Stricter(tt.a, tt.b); got != tt.want {
+			t.Errorf("Stricter(%v, %v) = %v", tt.a, tt.b, got)
+		}
+	}
+	// A forged SNI naming an allowed host cannot lift an intercepted flow
+	// out of its web rule.
+	m := mustCompile(t, "allow tcp api.github.com:443\nallow web *.example.com read-only\ndefault deny\n")
+	l4 := m.Verdict(tcp(443, "192.0.2.9", "x.example.com"))
+	sni := m.Verdict(tcp(443, "192.0.2.9", "api.github.com"))
+	if got := Stricter(l4, sni); got.Action != Intercept {
+		t.Fatalf("forged SNI loosened the verdict: %v", got)
+	}
+}
+
 func TestAddresses(t *testing.T) {
 	m := mustCompile(t, `
 allow tcp 192.0.2.10:22
@@ -155,6 +217,7 @@ allow any ::/0
 		{"v6 prefix with port", tcp(443, "2001:db8::1"), Allow, 3},
 		{"v6 host route after prefix", tcp(80, "2001:db8::1"), Deny, 4},
 		{"v6 zone ignored", tcp(443, "fe80::1%eth0"), Allow, 7},
+		{"nat64 of a v4 host route", tcp(22, "64:ff9b::c000:20a"), Allow, 1},
 		{"mapped rule matches v4 flow", udp(53, "198.51.100.7"), Allow, 5},
 		{"v4 catch-all", tcp(80, "203.0.113.1"), Deny, 6},
 		{"mapped flow hits v4 catch-all, not ::/0", tcp(80, "::ffff:203.0.113.1"), Deny, 6},
@@ -215,22 +278,32 @@ func TestExemptionComesFirst(t *testing.T) {
 	}
 }
 
-// reference is the obvious linear first-match scan, kept to check the
-// indexed matcher against and as the benchmark baseline.
+// reference is the obvious linear first-match scan, written apart from the
+// matcher (its own normalization, protocol, port and method logic), to check
+// the indexed matcher against and as the benchmark baseline. It handles the
+// ASCII names the generators make.
 func reference(p *rules.Policy, f Flow) (Action, int) {
+	if (f.Proto == TCP || f.Proto == UDP) && f.Port == 0 {
+		return Deny, -2
+	}
 	var ips []netip.Addr
 	var names []string
+	addIP := func(a netip.Addr) {
+		a = a.WithZone("").Unmap()
+		ips = append(ips, a)
+		if b := a.As16(); a.Is6() && b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4]|b[5]|b[6]|b[7]|b[8]|b[9]|b[10]|b[11] == 0 {
+			ips = append(ips, netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+		}
+	}
 	if f.IP.IsValid() {
-		ips = append(ips, CanonicalIP(f.IP))
+		addIP(f.IP)
 	}
 	for _, n := range f.Names {
-		if name, ip, ok := canonicalName(n); ok {
-			if ip.IsValid() {
-				ips = append(ips, ip)
-			} else {
-				names = append(names, name)
-			}
+		if a, err := netip.ParseAddr(strings.Trim(n, "[]")); err == nil {
+			addIP(a)
+			continue
 		}
+		names = append(names, strings.ToLower(strings.TrimSuffix(n, ".")))
 	}
 	targetMatch := func(t rules.Target) bool {
 		switch t.Kind {
@@ -251,17 +324,76 @@ func reference(p *rules.Policy, f Flow) (Action, int) {
 		}
 		return false
 	}
+	protoMatch := func(r *rules.Rule) bool {
+		switch r.Proto {
+		case rules.TCP, rules.Web:
+			return f.Proto == TCP
+		case rules.UDP:
+			return f.Proto == UDP
+		}
+		return true
+	}
+	portMatch := func(r *rules.Rule) bool {
+		if len(r.Ports) == 0 {
+			return true
+		}
+		if f.Proto == ICMP {
+			return false
+		}
+		for _, pr := range r.Ports {
+			if pr.Lo <= f.Port && f.Port <= pr.Hi {
+				return true
+			}
+		}
+		return false
+	}
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		cr := compiledRule{action: r.Action, proto: r.Proto, ports: r.Ports, methods: r.Methods}
-		if targetMatch(r.Target) && cr.applies(&f) {
-			return cr.decide(f.Method), i
+		if !targetMatch(r.Target) || !protoMatch(r) || !portMatch(r) {
+			continue
 		}
+		allow := r.Action == rules.Allow
+		switch {
+		case r.Proto != rules.Web:
+		case f.Method == "" && !allow && r.Methods == nil:
+		case f.Method == "":
+			return Intercept, i
+		case r.Methods != nil:
+			listed := false
+			for _, m := range r.Methods {
+				listed = listed || strings.EqualFold(m, f.Method)
+			}
+			allow = listed == allow
+		}
+		if allow {
+			return Allow, i
+		}
+		return Deny, i
 	}
 	if p.Default == rules.Deny {
 		return Deny, -1
 	}
 	return Allow, -1
+}
+
+// checkAgainstReference fails the test when the matcher and the linear scan
+// disagree on f.
+func checkAgainstReference(t *testing.T, p *rules.Policy, m *Matcher, f Flow, text string) {
+	t.Helper()
+	want, idx := reference(p, f)
+	got := m.Verdict(f)
+	ok := got.Action == want
+	switch {
+	case idx == -2:
+		ok = ok && got.Rule.Origin == OriginInvalidFlow
+	case idx == -1:
+		ok = ok && got.Default()
+	default:
+		ok = ok && got.Rule.Origin == OriginRules && got.Rule.Line == p.Rules[idx].Line
+	}
+	if !ok {
+		t.Fatalf("flow %+v: got %v by %v, want %v by rule index %d\n%s", f, got.Action, got.Rule, want, idx, text)
+	}
 }
 
 // TestMatchesLinearScan compares the indexed matcher with the linear scan on
@@ -276,16 +408,107 @@ func TestMatchesLinearScan(t *testing.T) {
 		}
 		m := Compile(p)
 		for range 200 {
-			f := randomFlow(r, hosts, nets)
-			want, idx := reference(p, f)
-			got := m.Verdict(f)
-			wantLine := 0
-			if idx >= 0 {
-				wantLine = p.Rules[idx].Line
+			checkAgainstReference(t, p, m, randomFlow(r, hosts, nets), fmt.Sprintf("round %d:\n%s", round, text))
+		}
+	}
+}
+
+// TestDenseMatchesLinearScan draws rules and flows from a tiny universe of
+// names and addresses, so that prefixes nest and overlap, every prefix
+// length including /0, /32 and /128 occurs, and apex and wildcard rules
+// share hosts; flows come in IPv4, IPv6, mapped and NAT64 spellings.
+func TestDenseMatchesLinearScan(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	labels := []string{"a", "b", "c"}
+	name := func() string {
+		parts := make([]string, 1+r.IntN(3))
+		for i := range parts {
+			parts[i] = labels[r.IntN(len(labels))]
+		}
+		return strings.Join(parts, ".") + ".test"
+	}
+	v4 := func() netip.Addr {
+		b := [4]byte{10, byte(r.IntN(4)) << 6, byte(r.IntN(2)), byte(r.IntN(4)) | byte(r.IntN(2))<<7}
+		if r.IntN(8) == 0 {
+			b[0] = byte(r.IntN(256))
+		}
+		return netip.AddrFrom4(b)
+	}
+	v6 := func() netip.Addr {
+		var b [16]byte
+		b[0], b[1], b[7], b[8], b[15] = 0x20, 0x01, byte(r.IntN(4))<<6, byte(r.IntN(2))<<7, byte(r.IntN(4))
+		switch r.IntN(6) {
+		case 0:
+			b[0] = byte(r.IntN(256))
+		case 1: // NAT64 space
+			b = [16]byte{1: 0x64, 2: 0xff, 3: 0x9b, 12: 10, 15: byte(r.IntN(4))}
+		}
+		return netip.AddrFrom16(b)
+	}
+	for round := range 1500 {
+		var sb strings.Builder
+		for range 1 + r.IntN(30) {
+			line := []string{"allow", "deny"}[r.IntN(2)] + " " + []string{"tcp", "udp", "any", "web"}[r.IntN(4)] + " "
+			target, bracket := "", false
+			switch r.IntN(5) {
+			case 0:
+				target = name()
+			case 1:
+				target = "*." + name()
+			case 2:
+				target = netip.PrefixFrom(v4(), r.IntN(33)).Masked().String()
+			case 3:
+				target = netip.PrefixFrom(v6(), []int{0, 1, 16, 56, 57, 63, 64, 65, 96, 120, 127, 128}[r.IntN(12)]).Masked().String()
+				bracket = true
+			default:
+				target = "any"
 			}
-			if got.Action != want || (idx < 0) != got.Default() || (idx >= 0 && got.Rule.Line != wantLine) {
-				t.Fatalf("round %d flow %+v: got %v by %v, want %v by line %d\n%s", round, f, got.Action, got.Rule, want, wantLine, text)
+			if r.IntN(2) == 0 {
+				if bracket {
+					target = "[" + target + "]"
+				}
+				target += ":" + []string{"22", "80", "80,443", "1-100", "443", "1-65535", "2-65535"}[r.IntN(7)]
 			}
+			line += target
+			if strings.HasPrefix(line, "allow web") || strings.HasPrefix(line, "deny web") {
+				line += []string{"", " GET,POST", " read-only", " DELETE"}[r.IntN(4)]
+			}
+			sb.WriteString(line + "\n")
+		}
+		sb.WriteString([]string{"default allow\n", "default deny\n"}[r.IntN(2)])
+		text := sb.String()
+		p, err := rules.ParseString(text)
+		if err != nil {
+			t.Fatalf("generator: %v\n%s", err, text)
+		}
+		m := Compile(p)
+		for range 100 {
+			f := Flow{Proto: []Proto{TCP, UDP, ICMP}[r.IntN(3)], Port: []uint16{22, 80, 443, 1, 100, 101, 65535, 0}[r.IntN(8)]}
+			if f.Proto == ICMP {
+				f.Port = 0
+			}
+			switch r.IntN(5) {
+			case 0:
+				f.IP = v4()
+			case 1:
+				f.IP = v6()
+			case 2:
+				f.IP = netip.AddrFrom16(v4().As16())
+			case 3:
+				a := v4().As4()
+				f.IP = netip.AddrFrom16([16]byte{1: 0x64, 2: 0xff, 3: 0x9b, 12: a[0], 13: a[1], 14: a[2], 15: a[3]})
+			}
+			for range r.IntN(3) {
+				n := name()
+				if r.IntN(4) == 0 {
+					n = strings.ToUpper(n) + "."
+				}
+				f.Names = append(f.Names, n)
+			}
+			if f.Proto == TCP && r.IntN(3) == 0 {
+				f.Method = []string{"GET", "post", "DELETE", "PATCH"}[r.IntN(4)]
+			}
+			checkAgainstReference(t, p, m, f, fmt.Sprintf("round %d:\n%s", round, text))
 		}
 	}
 }
@@ -372,8 +595,11 @@ func randomFlow(r *rand.Rand, hosts []string, nets []netip.Prefix) Flow {
 	}
 	if len(nets) > 0 && r.IntN(2) == 0 {
 		pfx := nets[r.IntN(len(nets))]
+		// A random address inside the prefix: host bits random.
 		b := pfx.Addr().AsSlice()
-		b[len(b)-1] |= byte(r.IntN(256)) >> min(pfx.Bits(), 8)
+		for i := pfx.Bits(); i < len(b)*8; i++ {
+			b[i/8] |= byte(r.IntN(2)) << (7 - i%8)
+		}
 		a, _ := netip.AddrFromSlice(b)
 		if r.IntN(4) == 0 && a.Is4() {
 			a = netip.AddrFrom16(a.As16()) // mapped spelling

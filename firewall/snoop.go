@@ -100,10 +100,17 @@ func (t *SnoopTable) Record(names []string, ip netip.Addr, ttl time.Duration) {
 	}
 	for _, raw := range names {
 		name, lit, ok := canonicalName(raw)
-		if !ok || lit.IsValid() {
-			continue
+		switch {
+		case lit.IsValid():
+			// An address is not a name for another address.
+		case !ok:
+			// Keep the name as it came, so that a flow to this address
+			// carries it and is denied as invalid: dropping it would let
+			// the flow walk past a deny-by-name rule with no name at all.
+			e.add(raw, expires, t.opts.MaxNamesPerIP)
+		default:
+			e.add(name, expires, t.opts.MaxNamesPerIP)
 		}
-		e.add(name, expires, t.opts.MaxNamesPerIP)
 	}
 }
 

@@ -79,6 +79,20 @@ func TestSnoopHoldKeepsNamesForOpenFlow(t *testing.T) {
 	s.Hold(netip.MustParseAddr("192.0.2.99"))() // unknown address: no-op
 }
 
+// TestSnoopKeepsInvalidNames: a name that is not a host name must reach the
+// matcher, which denies the flow, rather than vanish and leave the address
+// nameless under a deny-by-name rule.
+func TestSnoopKeepsInvalidNames(t *testing.T) {
+	s := NewSnoopTable(SnoopOptions{})
+	ip := netip.MustParseAddr("203.0.113.7")
+	s.Record([]string{"a\xff.evil.example"}, ip, time.Minute)
+	m := mustCompile(t, "deny tcp evil.example\ndefault allow\n")
+	v := m.Verdict(Flow{Proto: TCP, IP: ip, Port: 443, Names: s.Names(ip)})
+	if v.Action != Deny {
+		t.Fatalf("flow to an address with an invalid name: %v by %v", v.Action, v.Rule)
+	}
+}
+
 func TestSnoopBounds(t *testing.T) {
 	clk := newClock()
 	s := NewSnoopTable(SnoopOptions{Now: clk.Now, MaxIPs: 3, MaxNamesPerIP: 2})

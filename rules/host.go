@@ -95,15 +95,34 @@ func checkLabels(h string) error {
 			return fmt.Errorf("label %s is %d bytes long (limit %d)", quote(label), len(label), maxLabelLen)
 		case label[0] == '-' || label[len(label)-1] == '-':
 			return fmt.Errorf("label %s starts or ends with a hyphen", quote(label))
-		case i == len(h) && allDigits(label):
-			// "010.0.0.1", "1.2.3" and friends: not a name, and not an
-			// address that netip accepts (leading zeros, short forms). See
-			// Go CVE-2021-29923.
-			return errors.New("looks like an IPv4 address but is not a valid one (no leading zeros, four parts)")
+		case i == len(h) && endsInNumber(label):
+			// "010.0.0.1", "1.2.3", "0x0a.0.0.1" and friends: not a name,
+			// and not an address netip accepts, yet resolvers (inet_aton)
+			// and URL parsers read them as IPv4. See Go CVE-2021-29923 and
+			// the WHATWG URL "ends in a number" rule.
+			return errors.New("looks like an IPv4 address but is not a valid one (no leading zeros, hex or short forms)")
 		}
 		start = i + 1
 	}
 	return nil
+}
+
+// endsInNumber reports whether a last label is a number in the forms
+// inet_aton accepts: decimal, or 0x hex.
+func endsInNumber(label string) bool {
+	if allDigits(label) {
+		return true
+	}
+	if len(label) >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X') {
+		for i := 2; i < len(label); i++ {
+			c := label[i] | 0x20
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 func allDigits(s string) bool {

@@ -101,6 +101,12 @@ func Parse(src []byte) (*Policy, error) {
 			}
 			p.Default, p.DefaultLine = def, n
 		case r != nil:
+			// The canonical form can be longer than the source (read-only
+			// expands, the protocol is always written); it must parse too.
+			if l := len(FormatRule(r)); l > MaxLineBytes {
+				fail(n, fmt.Errorf("rule is %d bytes long in canonical form (limit %d)", l, MaxLineBytes))
+				continue
+			}
 			r.Line = n
 			p.Rules = append(p.Rules, *r)
 		}
@@ -319,6 +325,14 @@ func parseHostTarget(s string) (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
+	switch h {
+	case "any":
+		// "any." or a full-width "ａｎｙ" would print as the keyword and
+		// come back as every destination.
+		return Target{}, fmt.Errorf("%s is the keyword any; a host cannot be named any", quote(s))
+	case "tcp", "udp", "web":
+		return Target{}, fmt.Errorf("%s is a protocol, not a host; did you mean \"%s any:ports\"?", quote(s), h)
+	}
 	return Target{Kind: Domain, Host: h}, nil
 }
 
@@ -456,6 +470,8 @@ func parseMethods(toks []string) ([]string, error) {
 				out = append(out, readOnlyMethods()...)
 			case !isToken(m):
 				return nil, fmt.Errorf("invalid method %s (want names like GET,POST or read-only)", quote(m))
+			case strings.EqualFold(m, "methods"):
+				return nil, errors.New("methods is the keyword that starts a list, not a method")
 			default:
 				out = append(out, strings.ToUpper(m))
 			}
@@ -467,6 +483,10 @@ func parseMethods(toks []string) ([]string, error) {
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// IsToken reports whether s is an HTTP token (RFC 9110 §5.6.2), the syntax
+// of a method name.
+func IsToken(s string) bool { return isToken(s) }
 
 // isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), the syntax
 // of a method name.

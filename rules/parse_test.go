@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"flag"
 	"net/netip"
 	"os"
@@ -162,6 +163,19 @@ func TestHugeLine(t *testing.T) {
 	msg := err.Error()
 	if len(msg) > 300 || !strings.Contains(msg, "Line 2: line is 10485770 bytes long") || !strings.Contains(msg, "Line 3: unknown default") {
 		t.Fatalf("unhelpful error (%d bytes): %.300s", len(msg), msg)
+	}
+}
+
+// TestCanonicalFormStaysParsable: read-only expands when formatted, so a
+// source line under the limit can format over it; Parse must refuse it.
+func TestCanonicalFormStaysParsable(t *testing.T) {
+	line := "allow web x.example read-only"
+	for i := 0; len(line) < MaxLineBytes-7; i++ {
+		line += fmt.Sprintf(",M%04d", i)
+	}
+	_, err := ParseString(line)
+	if err == nil || !strings.Contains(err.Error(), "in canonical form") {
+		t.Fatalf("got %v", err)
 	}
 }
 
