@@ -14,9 +14,10 @@ type FileSink struct {
 	maxBytes int64
 	keep     int
 
-	mu   sync.Mutex
-	f    *os.File
-	size int64
+	mu     sync.Mutex
+	f      *os.File
+	size   int64 // bytes of whole lines in the file
+	closed bool
 }
 
 // Rotation defaults.
@@ -64,8 +65,14 @@ func (s *FileSink) open() error {
 func (s *FileSink) Write(line []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.f == nil {
+	if s.closed {
 		return errors.New("event log is closed")
+	}
+	if s.f == nil {
+		// A rotation failed half-way; try again rather than deny forever.
+		if err := s.open(); err != nil {
+			return err
+		}
 	}
 	if s.size > 0 && s.size+int64(len(line)) > s.maxBytes {
 		if err := s.rotate(); err != nil {
@@ -73,10 +80,15 @@ func (s *FileSink) Write(line []byte) error {
 		}
 	}
 	n, err := s.f.Write(line)
-	s.size += int64(n)
 	if err != nil {
+		// Cut a torn line off, so the next event does not land on the
+		// same line and make both unreadable.
+		if n > 0 {
+			s.f.Truncate(s.size)
+		}
 		return fmt.Errorf("event log %s: %w", s.path, err)
 	}
+	s.size += int64(n)
 	return nil
 }
 
@@ -101,6 +113,7 @@ func (s *FileSink) rotate() error {
 func (s *FileSink) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	if s.f == nil {
 		return nil
 	}

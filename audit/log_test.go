@@ -10,7 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -144,6 +146,46 @@ type nopSink struct{}
 
 func (nopSink) Write([]byte) error { return nil }
 func (nopSink) Close() error       { return nil }
+
+// TestTornWriteIsCutOff makes a real short write (a file size limit, as
+// when a disk fills): the failed event must be reported and its half line
+// cut off, so that the next event is not glued to it.
+func TestTornWriteIsCutOff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	sink, err := OpenFile(path, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	first := []byte(`{"a":1}` + "\n")
+	if err := sink.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	signal.Ignore(syscall.SIGXFSZ)
+	defer signal.Reset(syscall.SIGXFSZ)
+	limit := syscall.Rlimit{Cur: uint64(len(first) + 5), Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	werr := sink.Write([]byte(`{"torn":"this line does not fit"}` + "\n"))
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if werr == nil {
+		t.Fatal("a short write was reported as recorded")
+	}
+	if err := sink.Write([]byte(`{"b":2}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if string(b) != `{"a":1}`+"\n"+`{"b":2}`+"\n" {
+		t.Fatalf("file: %q", b)
+	}
+}
 
 func TestEventFileMustBeRegular(t *testing.T) {
 	dir := t.TempDir()

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"guard/audit"
 	"guard/workspace"
@@ -39,10 +40,29 @@ func NewClient(path string) *Client {
 			// The control socket is local; never let proxy settings near it.
 			Proxy: nil,
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				if err := checkSocketOwner(path); err != nil {
+					return nil, err
+				}
 				return dialer.DialContext(ctx, "unix", path)
 			},
 		}},
 	}
+}
+
+// checkSocketOwner refuses a socket that belongs to another user: a
+// guardctl pointed into a shared directory must not take another user's
+// fake guardd at its word.
+func checkSocketOwner(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return &net.OpError{Op: "dial", Net: "unix", Err: err}
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if uid := int(sys.Uid); uid != os.Getuid() && uid != 0 {
+			return fmt.Errorf("control socket %s belongs to uid %d, not to you; refusing to use it", path, uid)
+		}
+	}
+	return nil
 }
 
 // UnreachableError means no guardd answered on the socket.

@@ -3,11 +3,17 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func shortTempDir(t *testing.T) string {
@@ -61,6 +67,96 @@ func TestUnreachable(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "cannot reach guardd at "+path) || !strings.Contains(err.Error(), "GUARD_CONTROL") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// TestClientRefusesForeignSocket: a socket owned by another user could be a
+// fake guardd answering "allow"; guardctl must not talk to it. The test
+// chowns the socket, which needs root, as the sessions and CI run.
+func TestClientRefusesForeignSocket(t *testing.T) {
+	path := filepath.Join(shortTempDir(t), "control.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Lchown(path, 4242, 4242); err != nil {
+		t.Fatalf("chown needs root: %v", err)
+	}
+	_, err = NewClient(path).Status(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "belongs to uid 4242") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestForeignPeerRefused: even if the socket's mode were loosened, a peer of
+// another uid is cut off by the server. The peer is this test binary re-run
+// as uid 4242 (needs root).
+func TestForeignPeerRefused(t *testing.T) {
+	if os.Getenv("GUARD_TEST_DIAL") != "" {
+		return // the child half: see dialAsForeignUser
+	}
+	dir := shortTempDir(t)
+	os.Chmod(dir, 0o755)
+	path := filepath.Join(dir, "control.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o777)
+	srv := NewServer(statusOnly{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln)
+
+	// The foreign user cannot reach the go build cache; run a copy.
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := filepath.Join(dir, "child.test")
+	if err := os.WriteFile(child, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(child, "-test.run=^TestForeignPeerRefusedChild$")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GUARD_TEST_DIAL="+path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "refused:") {
+		t.Fatalf("a foreign uid got an answer:\n%s", out)
+	}
+}
+
+// statusOnly is a backend that answers status, enough to tell whether a
+// request got through.
+type statusOnly struct{ Backend }
+
+func (statusOnly) Status() Status { return Status{Workspace: "secret-workspace"} }
+
+// TestForeignPeerRefusedChild runs as the foreign user.
+func TestForeignPeerRefusedChild(t *testing.T) {
+	path := os.Getenv("GUARD_TEST_DIAL")
+	if path == "" {
+		return
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("refused: dial:", err)
+		return
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /v1/status HTTP/1.1\r\nHost: guardd\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if n == 0 {
+		fmt.Println("refused: read:", err)
+		return
+	}
+	fmt.Printf("answered: %q\n", buf[:n])
 }
 
 func TestResolveSocket(t *testing.T) {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"net"
 
 	"golang.org/x/sys/unix"
@@ -8,21 +9,24 @@ import (
 
 // peerUID returns the user id of the process at the other end of a unix
 // socket connection (LOCAL_PEERCRED).
-func peerUID(c net.Conn) (int, bool) {
+func peerUID(c net.Conn) (int, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return 0, false
+		return 0, fmt.Errorf("not a unix socket: %T", c)
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return 0, false
+		return 0, err
 	}
 	var cred *unix.Xucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
-	}); err != nil || credErr != nil {
-		return 0, false
+	}); err != nil {
+		return 0, err
 	}
-	return int(cred.Uid), true
+	if credErr != nil {
+		return 0, credErr
+	}
+	return int(cred.Uid), nil
 }

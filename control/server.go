@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"guard/audit"
@@ -203,7 +204,11 @@ func Listen(path string) (net.Listener, error) {
 			return nil, fmt.Errorf("remove stale control socket: %w", err)
 		}
 	}
+	// Create the socket 0600 from the start (umask), not just after a
+	// chmod, in case --control points outside the 0700 state dir.
+	old := syscall.Umask(0o077)
 	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
@@ -226,10 +231,11 @@ func (l *peerCheckListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		uid, known := peerUID(c)
-		if !known || uid == os.Getuid() || uid == 0 {
+		uid, err := peerUID(c)
+		if err == nil && (uid == os.Getuid() || uid == 0) {
 			return c, nil
 		}
+		// Not the owner, or the kernel would not say: refuse.
 		c.Close()
 	}
 }

@@ -51,6 +51,7 @@ type Config struct {
 type Daemon struct {
 	cfg         Config
 	logger      *slog.Logger
+	name        string // the workspace; a reload may not change it
 	stateDir    string
 	controlPath string
 	eventPath   string
@@ -85,7 +86,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, logger: cfg.Logger, profile: prof, started: cfg.Now(), compStates: map[string]string{}}
+	d := &Daemon{cfg: cfg, logger: cfg.Logger, name: prof.Name, profile: prof, started: cfg.Now(), compStates: map[string]string{}}
 	for _, w := range prof.Warnings {
 		d.logger.Warn("profile: " + w)
 	}
@@ -202,11 +203,11 @@ func (d *Daemon) close() {
 // closed and the lock released.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.close()
+	// The listener removes its socket file when it closes.
 	ln, err := control.Listen(d.controlPath)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(d.controlPath)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -232,14 +233,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.setState(c.Name(), "stopped")
 		})
 	}
-	d.logger.Info("guardd ready", "workspace", d.profile.Name, "control", d.controlPath,
+	d.logger.Info("guardd ready", "workspace", d.name, "control", d.controlPath,
 		"state_dir", d.stateDir, "rules", len(d.active.Load().Policy().Rules), "default", d.active.Load().Policy().Default.String())
 	<-ctx.Done()
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	d.logger.Info("guardd stopped", "workspace", d.profile.Name)
+	d.logger.Info("guardd stopped", "workspace", d.name)
 	return nil
 }
 
@@ -257,16 +258,12 @@ func (d *Daemon) Reload(ctx context.Context) error {
 		d.logger.Error("reload refused; the active policy is unchanged", "err", err)
 		return err
 	}
-	if prof.Name != d.profile.Name {
-		err := fmt.Errorf("the profile now names workspace %q, not %q; restart guardd to switch workspaces", prof.Name, d.profile.Name)
-		d.logger.Error("reload refused; the active policy is unchanged", "err", err)
-		return err
-	}
 	for _, w := range prof.Warnings {
 		d.logger.Warn("profile: " + w)
 	}
 	res, err := d.swap(ctx, prof, prof.Policy, "SIGHUP", "profile "+prof.Source)
 	if err != nil {
+		d.logger.Error("reload refused; the active policy is unchanged", "err", err)
 		return err
 	}
 	d.logger.Info("rules reloaded", "rules", res.Rules, "default", res.Default, "added", len(res.Added), "removed", len(res.Removed))
@@ -282,25 +279,31 @@ func (d *Daemon) ApplyRules(ctx context.Context, text []byte, source string) (co
 	if source == "" {
 		source = "guardctl"
 	}
-	d.mu.Lock()
-	prof := d.profile
-	d.mu.Unlock()
-	res, err := d.swap(ctx, prof, p, "guardctl rules apply", source)
+	res, err := d.swap(ctx, nil, p, "guardctl rules apply", source)
 	if err == nil {
 		d.logger.Info("rules applied", "source", source, "rules", res.Rules, "default", res.Default, "added", len(res.Added), "removed", len(res.Removed))
 	}
 	return res, err
 }
 
-// swap records and installs a new policy. The change is written to the
-// event log first; if that fails the old policy stays.
+// swap records and installs a new policy, with a new profile (a reload) or
+// with the current one (prof nil: an apply). The change is written to the
+// event log first; if that fails the old policy stays. Everything happens
+// under mu, so a reload and an apply cannot interleave and bring back a
+// stale profile's exemptions.
 func (d *Daemon) swap(ctx context.Context, prof *workspace.Profile, p *rules.Policy, how, source string) (control.ApplyResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if prof == nil {
+		prof = d.profile
+	}
+	if prof.Name != d.name {
+		return control.ApplyResult{}, fmt.Errorf("the profile now names workspace %q, not %q; restart guardd to switch workspaces", prof.Name, d.name)
+	}
 	m, err := compile(prof, p)
 	if err != nil {
 		return control.ApplyResult{}, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	res := summarize(d.active.Load().Policy(), p)
 	ev := policyEvent(how, p, res)
 	ev.Reason = source
@@ -323,18 +326,24 @@ func policyEvent(how string, p *rules.Policy, res control.ApplyResult) audit.Eve
 // This is the seam the network stack and the proxy decide through.
 func (d *Daemon) DecideFlow(ctx context.Context, f firewall.Flow, layer string) firewall.Verdict {
 	v := d.active.Load().Verdict(f)
+	// Names and methods come from the VM: copy them (the ring outlives the
+	// caller's slice) and bound them, so the timeline cannot be flooded.
+	names := make([]string, 0, min(len(f.Names), maxEventNames))
+	for _, n := range f.Names[:min(len(f.Names), maxEventNames)] {
+		names = append(names, truncate(n, maxEventField))
+	}
 	ev := audit.Event{
 		Type:      audit.TypeFirewall,
 		Action:    v.Action.String(),
 		Layer:     layer,
 		Proto:     f.Proto.String(),
 		Port:      int(f.Port),
-		Method:    f.Method,
-		Hostnames: f.Names,
-		Rule:      &audit.Rule{Line: v.Rule.Line, Text: v.Rule.Text, Origin: v.Rule.Origin},
+		Method:    truncate(f.Method, maxEventField),
+		Hostnames: names,
+		Rule:      &audit.Rule{Line: v.Rule.Line, Text: truncate(v.Rule.Text, 2*maxEventField), Origin: v.Rule.Origin},
 	}
-	if len(f.Names) > 0 {
-		ev.Host = f.Names[0]
+	if len(names) > 0 {
+		ev.Host = names[0]
 	}
 	if f.IP.IsValid() {
 		ev.IP = firewall.CanonicalIP(f.IP).String()
@@ -345,6 +354,19 @@ func (d *Daemon) DecideFlow(ctx context.Context, f firewall.Flow, layer string) 
 	d.logger.InfoContext(ctx, "egress.firewall", "action", ev.Action, "layer", layer, "proto", ev.Proto,
 		"host", ev.Host, "ip", ev.IP, "port", ev.Port, "method", ev.Method, "rule", v.Rule.String())
 	return v
+}
+
+// Bounds on VM-supplied text in events.
+const (
+	maxEventNames = 16
+	maxEventField = 256
+)
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // Active is the policy holder the proxy and network stack read.

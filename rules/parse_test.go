@@ -2,8 +2,8 @@ package rules
 
 import (
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"

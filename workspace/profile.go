@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -287,11 +288,18 @@ func (p *Profile) validate() []*FieldError {
 		}
 	}
 
-	for key, mode := range p.Guardrails {
+	// Keys are normalized ("db:CH.Internal." is "db:ch.internal"), so
+	// that a lookup by the canonical scope finds them; two spellings of
+	// one scope are an error rather than a coin toss.
+	guardrails := make(map[string]Mode, len(p.Guardrails))
+	spelledAs := map[string]string{}
+	for _, key := range slices.Sorted(maps.Keys(p.Guardrails)) {
+		mode := p.Guardrails[key]
 		at := fmt.Sprintf("guardrails[%q]", key)
 		if !mode.Valid() {
 			bad(at, "unknown mode %q (want off, promptOnWrite, destructive or readOnly)", mode)
 		}
+		canon := key
 		switch {
 		case slices.Contains(Services(), key):
 		case strings.HasPrefix(key, "db:"):
@@ -300,14 +308,27 @@ func (p *Profile) validate() []*FieldError {
 				warn(at, "a database policy with no host applies to nothing")
 				continue
 			}
-			if _, err := rules.NormalizeHost(host); err != nil {
-				if _, err2 := netip.ParseAddr(host); err2 != nil {
-					bad(at, "%v", err)
-				}
+			if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+				canon = "db:" + a.Unmap().WithZone("").String()
+			} else if h, err := rules.NormalizeHost(host); err == nil {
+				canon = "db:" + h
+			} else {
+				bad(at, "%v", err)
+				continue
 			}
 		default:
 			bad(at, "unknown service (want one of %s, or db:<host>)", strings.Join(Services(), ", "))
+			continue
 		}
+		if first, dup := spelledAs[canon]; dup {
+			bad(at, "the same scope as guardrails[%q]", first)
+			continue
+		}
+		spelledAs[canon] = key
+		guardrails[canon] = mode
+	}
+	if p.Guardrails != nil {
+		p.Guardrails = guardrails
 	}
 	if p.Mode("kubernetes") != Off && len(p.Kubeconfigs) == 0 {
 		warn(`guardrails["kubernetes"]`, "set to %s but the profile lists no kubeconfigs, so it applies to nothing", p.Mode("kubernetes"))
@@ -348,11 +369,16 @@ func (p *Profile) validate() []*FieldError {
 	}
 	if len(p.DNS.Hosts) > 0 {
 		hosts := make(map[string]string, len(p.DNS.Hosts))
-		for name, ip := range p.DNS.Hosts {
+		for _, name := range slices.Sorted(maps.Keys(p.DNS.Hosts)) {
+			ip := p.DNS.Hosts[name]
 			at := fmt.Sprintf("dns.hosts[%q]", name)
 			n, err := rules.NormalizeHost(name)
 			if err != nil {
 				bad(at, "%v", err)
+				continue
+			}
+			if _, dup := hosts[n]; dup {
+				bad(at, "the same name as another entry (names are compared case-insensitively, without a trailing dot)")
 				continue
 			}
 			a, err := netip.ParseAddr(ip)

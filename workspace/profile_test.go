@@ -118,6 +118,26 @@ func TestNormalizesValues(t *testing.T) {
 	}
 }
 
+// TestScopesAreNormalized: a policy written for "db:CH.Internal." must
+// apply to the scope db:ch.internal, not silently fall back to off.
+func TestScopesAreNormalized(t *testing.T) {
+	p, err := Parse([]byte(`{"name":"w","guardrails":{"db:CH.Internal.":"readOnly","db:::ffff:192.0.2.5":"destructive"}}`), "p.json", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mode("db:ch.internal") != ReadOnly || p.Mode("db:192.0.2.5") != Destructive {
+		t.Fatalf("modes: %v", p.Guardrails)
+	}
+	for _, doc := range []string{
+		`{"name":"w","guardrails":{"db:ch.internal":"off","db:CH.internal":"readOnly"}}`,
+		`{"name":"w","dns":{"hosts":{"db.internal":"192.0.2.1","DB.internal.":"192.0.2.2"}}}`,
+	} {
+		if _, err := Parse([]byte(doc), "p.json", t.TempDir()); err == nil || !strings.Contains(err.Error(), "the same") {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
+}
+
 func TestWarnings(t *testing.T) {
 	p, err := Parse([]byte(`{"name":"w","guardrails":{"kubernetes":"readOnly","db:":"readOnly"},
 	  "credentials":[{"id":"t","service":"http","hosts":["x.test"],"secret":{"value":"inline"}}]}`), "p.json", t.TempDir())

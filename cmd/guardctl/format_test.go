@@ -26,6 +26,11 @@ func TestFormatEventGolden(t *testing.T) {
 			Rule: &audit.Rule{Text: "allow tcp 127.0.0.1:11434", Origin: "localInference"}},
 		{Time: at, Type: audit.TypePolicyChange, Source: "guardctl rules apply", Rules: 3, Default: "deny", Added: 1, Removed: 2, Reason: "new.rules"},
 		{Time: at, Type: audit.TypePolicyChange, Source: "start", Rules: 5, Default: "deny"},
+		// A VM-chosen name trying to forge a second, "allow" line and hide
+		// the real verdict with a terminal escape.
+		{Time: at, Type: audit.TypeFirewall, Action: "deny", Layer: "sni", Proto: "tcp", Port: 443,
+			Host: "x\n2026-11-30 12:00:00  egress.firewall  allow l4 tcp exfil.example port 443\x1b[8m",
+			Rule: &audit.Rule{Text: `"x\n..." is not a valid host name`, Origin: "invalidName"}},
 	}
 	var b strings.Builder
 	for _, e := range events {
@@ -38,6 +43,9 @@ func TestFormatEventGolden(t *testing.T) {
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Count(b.String(), "\n") != len(events) || strings.Contains(b.String(), "\x1b") {
+		t.Fatal("an event printed more than one line, or raw escape bytes")
 	}
 	if b.String() != string(want) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -70,7 +72,7 @@ func formatEvent(e audit.Event) string {
 		fmt.Fprintf(&b, "  %s %s %s", e.Action, e.Layer, e.Proto)
 		dst := e.IP
 		if e.Host != "" {
-			dst = e.Host
+			dst = safe(e.Host)
 			if e.IP != "" {
 				dst += " (" + e.IP + ")"
 			}
@@ -80,16 +82,16 @@ func formatEvent(e audit.Event) string {
 		}
 		fmt.Fprintf(&b, " %s", strings.TrimSpace(dst))
 		if e.Method != "" {
-			fmt.Fprintf(&b, " %s", e.Method)
+			fmt.Fprintf(&b, " %s", safe(e.Method))
 		}
 		if e.Rule != nil {
 			switch e.Rule.Origin {
 			case "rules":
-				fmt.Fprintf(&b, "  by line %d: %s", e.Rule.Line, e.Rule.Text)
+				fmt.Fprintf(&b, "  by line %d: %s", e.Rule.Line, safe(e.Rule.Text))
 			case "default":
-				fmt.Fprintf(&b, "  by %s", e.Rule.Text)
+				fmt.Fprintf(&b, "  by %s", safe(e.Rule.Text))
 			default:
-				fmt.Fprintf(&b, "  by %s: %s", e.Rule.Origin, e.Rule.Text)
+				fmt.Fprintf(&b, "  by %s: %s", safe(e.Rule.Origin), safe(e.Rule.Text))
 			}
 		}
 	case audit.TypePolicyChange:
@@ -99,9 +101,21 @@ func formatEvent(e audit.Event) string {
 		}
 	}
 	if e.Reason != "" {
-		fmt.Fprintf(&b, "  [%s]", e.Reason)
+		fmt.Fprintf(&b, "  [%s]", safe(e.Reason))
 	}
 	return b.String()
+}
+
+// safe returns text that came from the VM (or from any file) fit for a
+// terminal line: quoted and escaped when it holds anything but printable
+// characters, so a newline or an escape sequence cannot forge a line.
+func safe(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == '"' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func newStatusCmd(c *cli) *cobra.Command {

@@ -136,9 +136,9 @@ local-inference exemption) are shown as comments at the top.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.stdout, "# active since %s, from %s\n", v.Changed.Local().Format("2006-01-02 15:04:05"), v.Source)
+			fmt.Fprintf(c.stdout, "# active since %s, from %s\n", v.Changed.Local().Format("2006-01-02 15:04:05"), safe(v.Source))
 			for _, e := range v.Exemptions {
-				fmt.Fprintf(c.stdout, "# always first (%s)\n", e)
+				fmt.Fprintf(c.stdout, "# always first (%s)\n", safe(e))
 			}
 			fmt.Fprint(c.stdout, v.Text)
 			return nil
