@@ -3,6 +3,7 @@ module guard
 go 1.26.8
 
 require (
+	github.com/elazarl/goproxy v1.9.3
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0

@@ -1,6 +1,10 @@
 package audit
 
-import "time"
+import (
+	"time"
+
+	"guard/firewall"
+)
 
 // Event types (DESIGN.md §Events).
 const (
@@ -54,4 +58,44 @@ type Event struct {
 	// Reason explains a decision in words, e.g. why a flow was denied
 	// other than by a rule.
 	Reason string `json:"reason,omitempty"`
+}
+
+// Bounds on text from the VM in events: the timeline must not be floodable.
+const (
+	maxEventNames = 16
+	maxEventField = 256
+)
+
+// Truncate bounds a VM-supplied string for an event.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// FlowEvent is the egress.firewall event for one decision. Names and method
+// come from the VM, so they are copied and bounded.
+func FlowEvent(layer string, f firewall.Flow, v firewall.Verdict) Event {
+	names := make([]string, 0, min(len(f.Names), maxEventNames))
+	for _, n := range f.Names[:min(len(f.Names), maxEventNames)] {
+		names = append(names, Truncate(n, maxEventField))
+	}
+	ev := Event{
+		Type:      TypeFirewall,
+		Action:    v.Action.String(),
+		Layer:     layer,
+		Proto:     f.Proto.String(),
+		Port:      int(f.Port),
+		Method:    Truncate(f.Method, maxEventField),
+		Hostnames: names,
+		Rule:      &Rule{Line: v.Rule.Line, Text: Truncate(v.Rule.Text, 2*maxEventField), Origin: v.Rule.Origin},
+	}
+	if len(names) > 0 {
+		ev.Host = names[0]
+	}
+	if f.IP.IsValid() {
+		ev.IP = firewall.CanonicalIP(f.IP).String()
+	}
+	return ev
 }

@@ -326,47 +326,13 @@ func policyEvent(how string, p *rules.Policy, res control.ApplyResult) audit.Eve
 // This is the seam the network stack and the proxy decide through.
 func (d *Daemon) DecideFlow(ctx context.Context, f firewall.Flow, layer string) firewall.Verdict {
 	v := d.active.Load().Verdict(f)
-	// Names and methods come from the VM: copy them (the ring outlives the
-	// caller's slice) and bound them, so the timeline cannot be flooded.
-	names := make([]string, 0, min(len(f.Names), maxEventNames))
-	for _, n := range f.Names[:min(len(f.Names), maxEventNames)] {
-		names = append(names, truncate(n, maxEventField))
-	}
-	ev := audit.Event{
-		Type:      audit.TypeFirewall,
-		Action:    v.Action.String(),
-		Layer:     layer,
-		Proto:     f.Proto.String(),
-		Port:      int(f.Port),
-		Method:    truncate(f.Method, maxEventField),
-		Hostnames: names,
-		Rule:      &audit.Rule{Line: v.Rule.Line, Text: truncate(v.Rule.Text, 2*maxEventField), Origin: v.Rule.Origin},
-	}
-	if len(names) > 0 {
-		ev.Host = names[0]
-	}
-	if f.IP.IsValid() {
-		ev.IP = firewall.CanonicalIP(f.IP).String()
-	}
+	ev := audit.FlowEvent(layer, f, v)
 	if err := d.events.Emit(ctx, ev); err != nil {
 		return firewall.Verdict{Action: firewall.Deny, Rule: firewall.RuleRef{Origin: "failClosed", Text: "the event log cannot be written"}}
 	}
 	d.logger.InfoContext(ctx, "egress.firewall", "action", ev.Action, "layer", layer, "proto", ev.Proto,
 		"host", ev.Host, "ip", ev.IP, "port", ev.Port, "method", ev.Method, "rule", v.Rule.String())
 	return v
-}
-
-// Bounds on VM-supplied text in events.
-const (
-	maxEventNames = 16
-	maxEventField = 256
-)
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Active is the policy holder the proxy and network stack read.
