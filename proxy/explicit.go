@@ -35,7 +35,7 @@ func (p *Proxy) newConnectFront() *goproxy.ProxyHttpServer {
 	g.Verbose = false
 	g.Logger = slogPrinter{p.logger}
 	g.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.writeBlock(w, &Block{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}},
+		p.writeBlock(w, r, &Block{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}},
 			Body: []byte(`{"message":"this is guard's proxy; send CONNECT or an absolute-form request"}` + "\n")})
 	})
 	g.OnRequest().HandleConnectFunc(p.handleConnect)

@@ -165,7 +165,7 @@ func startRig(t testing.TB, o rigOptions) *rig {
 	cfg := Config{
 		CA: ca, Policy: firewall.NewActive(firewall.Compile(pol)), Events: ev,
 		UpstreamRoots: o.upstreamCAs, StaticHosts: o.hosts, NoMitm: o.noMitm,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testLogger(),
 	}
 	if o.names != nil {
 		cfg.Snoop = o.names
@@ -231,4 +231,12 @@ func (r *rig) transparentClient(dst netip.AddrPort, h2 bool) *http.Client {
 		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// testLogger discards, or prints with GUARD_TEST_LOG set.
+func testLogger() *slog.Logger {
+	if os.Getenv("GUARD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

@@ -120,22 +120,22 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 	f := firewall.Flow{Proto: firewall.TCP, IP: ci.dst, Names: []string{host}, Port: ci.port, Method: r.Method}
 	v := p.decideRequest(ci, f)
 	if !p.record(ctx, audit.LayerHTTP, f, v, host) {
-		p.writeBlock(w, p.cfg.Renderer.Render(r, "the event log cannot be written; "+r.Method+" to "+host+" blocked by guardrails"))
+		p.writeBlock(w, r, p.cfg.Renderer.Render(r, "the event log cannot be written; "+r.Method+" to "+host+" blocked by guardrails"))
 		return
 	}
 	if v.Action == firewall.Deny {
-		p.writeBlock(w, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s blocked by guardrails", r.Method, host)))
+		p.writeBlock(w, r, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s blocked by guardrails", r.Method, host)))
 		return
 	}
 	if blk, err := p.cfg.Guardrails.Check(ctx, r); err != nil || blk != nil {
 		if blk == nil {
 			blk = p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s could not be checked (%v) and was blocked by guardrails", r.Method, host, err))
 		}
-		p.writeBlock(w, blk)
+		p.writeBlock(w, r, blk)
 		return
 	}
 	if err := p.cfg.Credentials.Inject(ctx, r); err != nil {
-		p.writeBlock(w, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s: credentials could not be prepared (%v); blocked by guardrails", r.Method, host, err)))
+		p.writeBlock(w, r, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s: credentials could not be prepared (%v); blocked by guardrails", r.Method, host, err)))
 		return
 	}
 	r = r.WithContext(withTarget(ctx, target{host: host, port: ci.port, tls: ci.tls || r.URL.Scheme == "https", ci: ci}))
@@ -176,18 +176,21 @@ func (p *Proxy) block(w http.ResponseWriter, r *http.Request, ci *connInfo, f *f
 	if status != 0 {
 		blk.Status = status
 	}
-	p.writeBlock(w, blk)
+	p.writeBlock(w, r, blk)
 }
 
-// writeBlock sends a block and closes the connection after it: a refused
-// request's body may be unread, and the client should not reuse the
-// connection for a retry loop.
-func (p *Proxy) writeBlock(w http.ResponseWriter, blk *Block) {
+// writeBlock sends a block and, on HTTP/1, closes the connection after it:
+// a refused request's body may be unread, and the client should not reuse
+// the connection for a retry loop. HTTP/2 has no Connection header; the
+// stream ends and the connection stays.
+func (p *Proxy) writeBlock(w http.ResponseWriter, r *http.Request, blk *Block) {
 	for k, vs := range blk.Header {
 		w.Header()[k] = vs
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(blk.Body)))
-	w.Header().Set("Connection", "close")
+	if r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
 	w.WriteHeader(blk.Status)
 	w.Write(blk.Body)
 }
@@ -222,6 +225,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(int(t.port)))
 	pr.Out.Host = pr.In.Host
+	// Request trailers arrive when the body ends; share the map so that the
+	// values the server reads reach the upstream request.
+	pr.Out.Trailer = pr.In.Trailer
 }
 
 // upstreamError answers when the upstream could not be reached: 403 when the
@@ -229,7 +235,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	var denied *deniedError
 	if errors.As(err, &denied) {
-		p.writeBlock(w, p.cfg.Renderer.Render(r, denied.Error()+"; blocked by guardrails"))
+		p.writeBlock(w, r, p.cfg.Renderer.Render(r, denied.Error()+"; blocked by guardrails"))
 		return
 	}
 	if errors.Is(err, context.Canceled) {
@@ -240,7 +246,9 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		Message string `json:"message"`
 	}{fmt.Sprintf("guard could not reach %s: %v", r.Host, err)})
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Connection", "close")
+	if r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
 	w.WriteHeader(http.StatusBadGateway)
 	w.Write(append(body, '\n'))
 }

@@ -143,6 +143,16 @@ func TestWebMethodRules(t *testing.T) {
 			t.Errorf("%s %s: block without Connection: close", tc.method, tc.up.name)
 		}
 	}
+	// The same over HTTP/2.
+	resp, err := r.transparentClient(w.api.addr, true).Post(url(w.api, "/x"), "text/plain", strings.NewReader("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 403 || string(body) != `{"message":"POST to api.example.test blocked by guardrails"}`+"\n" {
+		t.Fatalf("h2 block: %s %d %q", resp.Proto, resp.StatusCode, body)
+	}
 }
 
 // TestDomainFronting: SNI says one host, Host another.

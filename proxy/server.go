@@ -238,6 +238,9 @@ func (p *Proxy) ServeTransparent(ctx context.Context, conn net.Conn, originalDst
 // decision, pass-through or interception.
 func (p *Proxy) serveConn(ctx context.Context, conn net.Conn, ci *connInfo) {
 	if ci.verdict.Action == firewall.Deny {
+		// The network stack records L4 denials; this one is a race with a
+		// policy change, or a caller that did not ask first.
+		p.logger.DebugContext(ctx, "front: connection denied at L4", "ip", ci.dst, "port", ci.port, "rule", ci.verdict.Rule.String())
 		conn.Close()
 		return
 	}
