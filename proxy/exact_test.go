@@ -88,12 +88,13 @@ type exactWorld struct {
 
 func newExactWorld(t *testing.T) *exactWorld {
 	ew := &exactWorld{world: newWorld(t)}
-	ew.exact = startUpstream(t, ew.pki, "127.0.0.6", "exact.example.test", exactHandler(&ew.conns, &ew.seen))
-	ew.exact.srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			ew.conns.Add(1)
+	ew.exact = startUpstream(t, ew.pki, "127.0.0.6", "exact.example.test", exactHandler(&ew.conns, &ew.seen), func(s *http.Server) {
+		s.ConnState = func(c net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				ew.conns.Add(1)
+			}
 		}
-	}
+	})
 	ew.hosts["exact.example.test"] = "127.0.0.6"
 	ew.names[netip.MustParseAddr("127.0.0.6")] = []string{"exact.example.test"}
 	return ew

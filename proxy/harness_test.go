@@ -82,7 +82,7 @@ type upstream struct {
 	name string
 }
 
-func startUpstream(t testing.TB, pki *testPKI, ip, name string, h http.Handler) *upstream {
+func startUpstream(t testing.TB, pki *testPKI, ip, name string, h http.Handler, configure ...func(*http.Server)) *upstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
@@ -94,6 +94,9 @@ func startUpstream(t testing.TB, pki *testPKI, ip, name string, h http.Handler) 
 	srv.EnableHTTP2 = true
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, name, ip)}}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	for _, f := range configure {
+		f(srv.Config)
+	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return &upstream{srv: srv, addr: netip.MustParseAddrPort(ln.Addr().String()), name: name}
