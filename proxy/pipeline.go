@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -74,7 +75,14 @@ func requestHost(r *http.Request) (string, error) {
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		h = host
 	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		// Brackets hold an IPv6 address and nothing else.
+		a, err := netip.ParseAddr(h[1 : len(h)-1])
+		if err != nil || !a.Is6() {
+			return "", fmt.Errorf("Host %q is not a bracketed IPv6 address", r.Host)
+		}
+		return firewall.CanonicalIP(a).String(), nil
+	}
 	if a, err := netip.ParseAddr(h); err == nil {
 		return firewall.CanonicalIP(a).String(), nil
 	}
@@ -138,8 +146,28 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		p.writeBlock(w, r, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s: credentials could not be prepared (%v); blocked by guardrails", r.Method, host, err)))
 		return
 	}
-	r = r.WithContext(withTarget(ctx, target{host: host, port: ci.port, tls: ci.tls || r.URL.Scheme == "https", ci: ci}))
+	body := &bodyReader{ReadCloser: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = body
+	}
+	r = r.WithContext(withTarget(ctx, target{host: host, port: ci.port, tls: ci.tls || r.URL.Scheme == "https", ci: ci, body: body}))
 	p.forward.ServeHTTP(w, r)
+}
+
+// bodyReader remembers a failure reading the client's body, so that a
+// malformed body is answered as the client's fault (400), not the
+// upstream's (502).
+type bodyReader struct {
+	io.ReadCloser
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 // decideRequest decides a request by method. The names a client offers are
@@ -201,6 +229,7 @@ type target struct {
 	port uint16
 	tls  bool
 	ci   *connInfo
+	body *bodyReader
 }
 
 type targetKey struct{}
@@ -236,6 +265,11 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	var denied *deniedError
 	if errors.As(err, &denied) {
 		p.writeBlock(w, r, p.cfg.Renderer.Render(r, denied.Error()+"; blocked by guardrails"))
+		return
+	}
+	if t, ok := targetFrom(r.Context()); ok && t.body != nil && t.body.err != nil {
+		p.writeBlock(w, r, &Block{Status: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: []byte(`{"message":"malformed request body"}` + "\n")})
 		return
 	}
 	if errors.Is(err, context.Canceled) {

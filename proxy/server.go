@@ -67,7 +67,7 @@ type Config struct {
 	NoMitm []string
 	// Guardrails and Credentials are the later layers' hooks; nil means
 	// allow and inject nothing.
-	Guardrails Guardrails
+	Guardrails  Guardrails
 	Credentials Credentials
 	Renderer    Renderer
 	Logger      *slog.Logger
@@ -457,7 +457,9 @@ func (l *connListener) Close() error {
 	return nil
 }
 
-func (l *connListener) Addr() net.Addr { return &net.UnixAddr{Name: "guard-intercept", Net: "intercept"} }
+func (l *connListener) Addr() net.Addr {
+	return &net.UnixAddr{Name: "guard-intercept", Net: "intercept"}
+}
 
 func portOf(hostport string, def uint16) uint16 {
 	_, ps, err := net.SplitHostPort(hostport)
