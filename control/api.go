@@ -29,6 +29,12 @@ type Status struct {
 	Warnings     []string          `json:"warnings,omitempty"`
 }
 
+// CAInfo is the workspace CA, for VM trust stores.
+type CAInfo struct {
+	Path string `json:"path"`
+	PEM  string `json:"pem"`
+}
+
 // ComponentStatus is the state of one plugged-in part (proxy, netstack).
 type ComponentStatus struct {
 	Name  string `json:"name"`

@@ -166,6 +166,12 @@ func (c *Client) Check(ctx context.Context, req CheckRequest) (CheckResult, erro
 	return r, c.do(ctx, http.MethodPost, "/v1/check", req, &r)
 }
 
+// CA returns the workspace CA.
+func (c *Client) CA(ctx context.Context) (CAInfo, error) {
+	var ca CAInfo
+	return ca, c.do(ctx, http.MethodGet, "/v1/ca", nil, &ca)
+}
+
 // Events returns the events in the daemon's ring, oldest first.
 func (c *Client) Events(ctx context.Context) ([]audit.Event, error) {
 	var evs []audit.Event

@@ -12,4 +12,5 @@
 //	POST /v1/rules    ApplyRequest  →  ApplyResult, or 422 ErrorBody with Lines
 //	POST /v1/check    CheckRequest  →  CheckResult
 //	GET  /v1/events?follow=1&backlog=N →  audit.Event, one JSON object a line
+//	GET  /v1/ca                        CAInfo
 package control

@@ -27,6 +27,7 @@ type Backend interface {
 	ApplyRules(ctx context.Context, text []byte, source string) (ApplyResult, error)
 	Check(f firewall.Flow) firewall.Verdict
 	Events() *audit.Log
+	CA() CAInfo
 }
 
 // maxRequestBytes bounds a request body; rules files are the largest.
@@ -48,6 +49,7 @@ func NewServer(b Backend, logger *slog.Logger) *Server {
 	mux.HandleFunc("POST /v1/rules", s.apply)
 	mux.HandleFunc("POST /v1/check", s.check)
 	mux.HandleFunc("GET /v1/events", s.events)
+	mux.HandleFunc("GET /v1/ca", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.backend.CA()) })
 	s.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"guard/audit"
 	"guard/control"
 	"guard/firewall"
+	"guard/proxy"
 	"guard/rules"
 	"guard/workspace"
 )
@@ -43,6 +45,10 @@ type Config struct {
 	Now func() time.Time
 	// EventSink replaces the event file, for tests.
 	EventSink audit.Sink
+	// ProxyListen is the explicit proxy's address (guardd --proxy-listen);
+	// empty for none. It must be a loopback address: the proxy has no
+	// authentication of its own.
+	ProxyListen string
 	// Components are started by Run.
 	Components []Component
 }
@@ -61,6 +67,8 @@ type Daemon struct {
 	active *firewall.Active
 	snoop  *firewall.SnoopTable
 	events *audit.Log
+	ca     *proxy.Authority
+	proxy  *proxy.Proxy
 
 	// mu serializes policy changes, so each summary compares against the
 	// policy it replaced.
@@ -71,6 +79,8 @@ type Daemon struct {
 
 	compMu     sync.Mutex
 	compStates map[string]string
+
+	proxyAddr string // the explicit proxy's address, when listening
 }
 
 // New loads the profile, prepares the state directory, takes the workspace
@@ -134,7 +144,81 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d.active = firewall.NewActive(m)
 	d.rulesSource, d.rulesChanged = "profile "+prof.Source, cfg.Now()
+	if err := d.buildProxy(prof); err != nil {
+		d.close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// buildProxy creates the workspace CA (on first run) and the proxy, and
+// adds the proxy's servers to the components.
+func (d *Daemon) buildProxy(prof *workspace.Profile) error {
+	var err error
+	if d.ca, err = proxy.LoadOrCreateCA(d.stateDir, prof.Name, 0, d.cfg.Now); err != nil {
+		return err
+	}
+	roots, err := prof.UpstreamRoots()
+	if err != nil {
+		return err
+	}
+	d.proxy, err = proxy.New(proxy.Config{
+		CA: d.ca, Policy: d.active, Events: d.events, Snoop: d.snoop,
+		UpstreamRoots: roots, StaticHosts: prof.DNS.Hosts, NoMitm: prof.Egress.NoMitmDomains,
+		Logger: d.logger,
+	})
+	if err != nil {
+		return err
+	}
+	d.cfg.Components = append([]Component{namedRunner{"intercept", d.proxy.Run}}, d.cfg.Components...)
+	if d.cfg.ProxyListen != "" {
+		ln, err := listenLoopback(d.cfg.ProxyListen)
+		if err != nil {
+			return err
+		}
+		d.proxyAddr = ln.Addr().String()
+		d.cfg.Components = append(d.cfg.Components, namedRunner{"proxy " + d.proxyAddr, func(ctx context.Context) error {
+			return d.proxy.ServeExplicit(ctx, ln)
+		}})
+	}
+	return nil
+}
+
+// listenLoopback listens for the explicit proxy, refusing other addresses:
+// anyone who can reach the proxy can use the workspace's way out.
+func listenLoopback(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--proxy-listen %q: %w", addr, err)
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.Unmap().IsLoopback() {
+		if host != "localhost" {
+			return nil, fmt.Errorf("--proxy-listen %q: the explicit proxy has no authentication, so it only listens on loopback (127.0.0.1 or [::1])", addr)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--proxy-listen: %w", err)
+	}
+	return ln, nil
+}
+
+// namedRunner adapts a Run func to Component.
+type namedRunner struct {
+	name string
+	run  func(context.Context) error
+}
+
+func (n namedRunner) Name() string                  { return n.name }
+func (n namedRunner) Run(ctx context.Context) error { return n.run(ctx) }
+
+// Proxy is the interception proxy; the network stack hands it diverted
+// connections.
+func (d *Daemon) Proxy() *proxy.Proxy { return d.proxy }
+
+// CA describes the workspace CA for guardctl ca.
+func (d *Daemon) CA() control.CAInfo {
+	return control.CAInfo{Path: filepath.Join(d.stateDir, proxy.CACertFile), PEM: string(d.ca.CertificatePEM())}
 }
 
 // compile builds the matcher for a policy with the profile's exemptions.
@@ -311,6 +395,9 @@ func (d *Daemon) swap(ctx context.Context, prof *workspace.Profile, p *rules.Pol
 		return control.ApplyResult{}, fmt.Errorf("the change could not be written to the event log, so it was not made: %w", err)
 	}
 	d.active.Swap(m)
+	if d.proxy != nil {
+		d.proxy.PolicyChanged()
+	}
 	d.profile = prof
 	d.rulesSource, d.rulesChanged = source, d.cfg.Now()
 	return res, nil

@@ -146,6 +146,25 @@ func (p *Profile) Mode(service string) Mode {
 	return Off
 }
 
+// UpstreamRoots is the pool the proxy verifies upstream servers with: the
+// system roots plus the profile's upstreamCAs.
+func (p *Profile) UpstreamRoots() (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		return nil, fmt.Errorf("system roots: %w", err)
+	}
+	for i, ca := range p.Egress.UpstreamCAs {
+		pem, err := os.ReadFile(p.Path(ca))
+		if err != nil {
+			return nil, fmt.Errorf("egress.upstreamCAs[%d]: %w", i, err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("egress.upstreamCAs[%d]: %s holds no PEM certificate", i, p.Path(ca))
+		}
+	}
+	return pool, nil
+}
+
 // Path resolves a path from the profile: relative paths are relative to the
 // profile file's directory.
 func (p *Profile) Path(name string) string {

@@ -19,12 +19,14 @@ import (
 )
 
 const usage = `guardd runs guard for one workspace VM: it loads the workspace profile,
-decides every flow against the egress rules, records the security timeline,
-and serves the control socket that guardctl talks to.
+decides every flow against the egress rules, intercepts HTTP(S) with the
+workspace CA (created in the state dir on first run), records the security
+timeline, and serves the control socket that guardctl talks to.
 
 Usage:
-  guardd --profile FILE [--state-dir DIR] [--control SOCK] [--log-level LEVEL]
-  guardd --demo [--state-dir DIR] [--control SOCK]
+  guardd --profile FILE [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
+         [--log-level LEVEL]
+  guardd --demo [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
 
 Flags:
   --profile FILE     the workspace profile (JSON); relative paths inside it are
@@ -35,6 +37,11 @@ Flags:
                      ~/.local/state/guard/<workspace>); created with mode 0700
   --control SOCK     the control socket (default <state-dir>/control.sock);
                      guardctl finds it with --control or $GUARD_CONTROL
+  --proxy-listen ADDR
+                     also serve an explicit HTTP proxy (CONNECT and absolute-form
+                     requests) on ADDR, a loopback address such as
+                     127.0.0.1:3128; clients must trust the workspace CA
+                     (guardctl ca export)
   --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr
   -h, --help         show this help
 
@@ -58,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	demo := fs.Bool("demo", false, "")
 	stateDir := fs.String("state-dir", "", "")
 	controlPath := fs.String("control", "", "")
+	proxyListen := fs.String("proxy-listen", "", "")
 	level := fs.String("log-level", "info", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -93,6 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		LoadProfile: load,
 		StateDir:    *stateDir,
 		ControlPath: *controlPath,
+		ProxyListen: *proxyListen,
 		Logger:      logger,
 	})
 	if err != nil {
