@@ -2,17 +2,11 @@ package proxy
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,54 +19,9 @@ import (
 
 	"guard/audit"
 	"guard/firewall"
+	"guard/internal/testpki"
 	"guard/rules"
 )
-
-// testPKI is an upstream CA standing in for the public ones, and the certs
-// it signs for the test's hosts.
-type testPKI struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-	pem  []byte
-}
-
-func newTestPKI(t testing.TB) *testPKI {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test upstream CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testPKI{cert: cert, key: key, pool: pool, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// serverCert issues a certificate for names (DNS names or IPs).
-func (k *testPKI) serverCert(t testing.TB, names ...string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	for _, n := range names {
-		if ip, err := netip.ParseAddr(n); err == nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip.AsSlice())
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, k.cert, &key.PublicKey, k.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // upstream is a TLS test server bound to its own loopback address, so that
 // the test's "DNS" can tell hosts apart by address.
@@ -82,7 +31,7 @@ type upstream struct {
 	name string
 }
 
-func startUpstream(t testing.TB, pki *testPKI, ip, name string, h http.Handler, configure ...func(*http.Server)) *upstream {
+func startUpstream(t testing.TB, pki *testpki.CA, ip, name string, h http.Handler, configure ...func(*http.Server)) *upstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
@@ -92,7 +41,7 @@ func startUpstream(t testing.TB, pki *testPKI, ip, name string, h http.Handler, 
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.EnableHTTP2 = true
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.serverCert(t, name, ip)}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, name, ip)}}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	for _, f := range configure {
 		f(srv.Config)

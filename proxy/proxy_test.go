@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"guard/internal/testpki"
 )
 
 // echoHandler answers with what it saw.
@@ -24,7 +26,7 @@ func echoHandler(name string) http.Handler {
 }
 
 type world struct {
-	pki      *testPKI
+	pki      *testpki.CA
 	api      *upstream // api.example.test on 127.0.0.2
 	other    *upstream // other.example.test on 127.0.0.3
 	pinned   *upstream // pinned.example.test on 127.0.0.4 (pass-through)
@@ -34,11 +36,11 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{pki: newTestPKI(t)}
+	w := &world{pki: testpki.New(t)}
 	w.api = startUpstream(t, w.pki, "127.0.0.2", "api.example.test", echoHandler("api"))
 	w.other = startUpstream(t, w.pki, "127.0.0.3", "other.example.test", echoHandler("other"))
 	w.pinned = startUpstream(t, w.pki, "127.0.0.4", "pinned.example.test", echoHandler("pinned"))
-	w.selfSign = startUpstream(t, newTestPKI(t), "127.0.0.5", "self.example.test", echoHandler("self"))
+	w.selfSign = startUpstream(t, testpki.New(t), "127.0.0.5", "self.example.test", echoHandler("self"))
 	w.hosts = map[string]string{
 		"api.example.test": "127.0.0.2", "other.example.test": "127.0.0.3",
 		"pinned.example.test": "127.0.0.4", "self.example.test": "127.0.0.5",
@@ -54,7 +56,7 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) rig(t *testing.T, rulesText string) *rig {
 	return startRig(t, rigOptions{rules: rulesText, hosts: w.hosts, names: w.names,
-		noMitm: []string{"pinned.example.test"}, upstreamCAs: w.pki.pool})
+		noMitm: []string{"pinned.example.test"}, upstreamCAs: w.pki.Pool})
 }
 
 func url(u *upstream, path string) string {
@@ -223,7 +225,7 @@ func TestPassThroughIsNotDecrypted(t *testing.T) {
 	if _, err := c.Get(url(w.pinned, "/")); err == nil {
 		t.Fatal("pass-through host was intercepted")
 	}
-	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: w.pki.pool}
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: w.pki.Pool}
 	resp, err := c.Get(url(w.pinned, "/"))
 	if err != nil {
 		t.Fatal(err)
