@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -388,7 +389,7 @@ func TestProfileInitThenRun(t *testing.T) {
 	}
 	g := startGuardd(t, "--profile", filepath.Join(dir, "fresh", "profile.json"))
 	out, _ = g.ctl(t, "status")
-	if !strings.Contains(out, "workspace   fresh") || !strings.Contains(out, "default deny") {
+	if !regexp.MustCompile(`(?m)^workspace +fresh$`).MatchString(out) || !strings.Contains(out, "default deny") {
 		t.Fatalf("status:\n%s", out)
 	}
 	if out, code := guardctl(t, "profile", "init", "fresh", "--dir", filepath.Join(dir, "fresh")); code != 1 || !strings.Contains(out, "already exists") {
