@@ -86,7 +86,7 @@ type exactWorld struct {
 	seen  sync.Map
 }
 
-func newExactWorld(t *testing.T) *exactWorld {
+func newExactWorld(t testing.TB) *exactWorld {
 	ew := &exactWorld{world: newWorld(t)}
 	ew.exact = startUpstream(t, ew.pki, "127.0.0.6", "exact.example.test", exactHandler(&ew.conns, &ew.seen), func(s *http.Server) {
 		s.ConnState = func(c net.Conn, s http.ConnState) {

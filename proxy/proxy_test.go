@@ -35,7 +35,7 @@ type world struct {
 	names    staticNames
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	w := &world{pki: testpki.New(t)}
 	w.api = startUpstream(t, w.pki, "127.0.0.2", "api.example.test", echoHandler("api"))
 	w.other = startUpstream(t, w.pki, "127.0.0.3", "other.example.test", echoHandler("other"))
@@ -54,7 +54,7 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-func (w *world) rig(t *testing.T, rulesText string) *rig {
+func (w *world) rig(t testing.TB, rulesText string) *rig {
 	return startRig(t, rigOptions{rules: rulesText, hosts: w.hosts, names: w.names,
 		noMitm: []string{"pinned.example.test"}, upstreamCAs: w.pki.Pool})
 }
