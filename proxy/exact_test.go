@@ -283,3 +283,34 @@ func TestStreamingMemoryIsFlat(t *testing.T) {
 	}
 	t.Logf("heap peak %d MiB", peak.Load()>>20)
 }
+
+// TestTLSWithoutSNI: a client that connects by address sends no server
+// name. Deliberate choice: intercept with a leaf for the address, require
+// Host to be that address, and verify the upstream against it.
+func TestTLSWithoutSNI(t *testing.T) {
+	ew := newExactWorld(t)
+	r := ew.rig(t, "allow tcp 127.0.0.6\ndefault deny\n")
+	c := r.transparentClient(ew.exact.addr, false)
+	resp, err := c.Get(fmt.Sprintf("https://%s/by-address", ew.exact.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "GET /by-address" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if got := resp.TLS.PeerCertificates[0].IPAddresses; len(got) != 1 || !got[0].Equal(net.ParseIP("127.0.0.6")) {
+		t.Fatalf("leaf SAN %v", got)
+	}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://%s/", ew.exact.addr), nil)
+	req.Host = "exact.example.test"
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("Host name on a connection without SNI: %d", resp.StatusCode)
+	}
+}
