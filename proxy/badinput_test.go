@@ -130,3 +130,33 @@ func TestRequestSmuggling(t *testing.T) {
 func netAddrPort(ip string, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr(ip), port)
 }
+
+// TestSlowlorisIsCutOff: a client that trickles its ClientHello or its
+// headers is closed at the header timeout, and others are served meanwhile.
+func TestSlowlorisIsCutOff(t *testing.T) {
+	ew := newExactWorld(t)
+	r := startRig(t, rigOptions{rules: "default allow\n", hosts: ew.hosts, names: ew.names, upstreamCAs: ew.pki.Pool, headerWait: 300 * time.Millisecond})
+	r.divert(ew.exact.addr)
+	slowHello, _ := net.Dial("tcp", r.transparent)
+	defer slowHello.Close()
+	slowHello.Write([]byte{0x16, 0x03, 0x01})
+	c, br := rawTLS(t, r, ew.exact)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: exact.example.test\r\nX-Slow: ")
+	start := time.Now()
+	for _, conn := range []net.Conn{slowHello, c} {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var err error
+		if conn == c {
+			_, err = http.ReadResponse(br, nil)
+		} else {
+			_, err = conn.Read(make([]byte, 1))
+		}
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("a slow client was never cut off")
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("cut off after %v", d)
+	}
+	stillServes(t, r, ew)
+}

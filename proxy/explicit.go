@@ -137,7 +137,7 @@ func (p *Proxy) ExplicitHandler() http.Handler {
 func (p *Proxy) ServeExplicit(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           p.ExplicitHandler(),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: p.cfg.ReadHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug),

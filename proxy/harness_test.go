@@ -100,6 +100,7 @@ type rigOptions struct {
 	names       staticNames
 	noMitm      []string
 	upstreamCAs *x509.CertPool
+	headerWait  time.Duration
 }
 
 func startRig(t testing.TB, o rigOptions) *rig {
@@ -117,7 +118,7 @@ func startRig(t testing.TB, o rigOptions) *rig {
 	cfg := Config{
 		CA: ca, Policy: firewall.NewActive(firewall.Compile(pol)), Events: ev,
 		UpstreamRoots: o.upstreamCAs, StaticHosts: o.hosts, NoMitm: o.noMitm,
-		Logger: testLogger(),
+		Logger: testLogger(), ReadHeaderTimeout: o.headerWait,
 	}
 	if o.names != nil {
 		cfg.Snoop = o.names

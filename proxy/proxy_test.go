@@ -257,3 +257,42 @@ func TestUntrustedUpstreamFails(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 }
+
+// TestDialRecheckStopsRebinding: a name the rules allow, resolving to an
+// address the rules deny, is not dialled.
+func TestDialRecheckStopsRebinding(t *testing.T) {
+	w := newWorld(t)
+	// The internal server even has a valid certificate for the name, so
+	// only the address check stands in the way.
+	internal := startUpstream(t, w.pki, "127.0.0.9", "rebind.example.test", echoHandler("internal"))
+	w.hosts["rebind.example.test"] = "127.0.0.9"
+	r := w.rig(t, "deny any 127.0.0.9\nallow tcp rebind.example.test\ndefault deny\n")
+	out, _ := curl(t, "--proxy", "http://"+r.explicit, "--cacert", r.caFile, url(internal, "/"))
+	if strings.Contains(out, "internal GET") || !strings.Contains(out, "refused by line 1: deny any 127.0.0.9; blocked by guardrails") {
+		t.Fatalf("rebound name: %s", out)
+	}
+	// Without the deny the same request goes through: the check above is
+	// what stopped it.
+	r2 := w.rig(t, "allow tcp rebind.example.test\ndefault deny\n")
+	if out, err := curl(t, "--proxy", "http://"+r2.explicit, "--cacert", r2.caFile, url(internal, "/")); err != nil || !strings.HasPrefix(out, "internal GET") {
+		t.Fatalf("control case: %v %s", err, out)
+	}
+}
+
+// TestProxyEnvironmentIgnored: HTTPS_PROXY in guard's own environment must
+// not redirect its upstream traffic.
+func TestProxyEnvironmentIgnored(t *testing.T) {
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")
+	t.Setenv("ALL_PROXY", "http://127.0.0.1:9")
+	w := newWorld(t)
+	r := w.rig(t, "default allow\n")
+	resp, err := r.transparentClient(w.api.addr, false).Get(url(w.api, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Upstream") != "api" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+}

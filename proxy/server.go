@@ -71,6 +71,9 @@ type Config struct {
 	Credentials Credentials
 	Renderer    Renderer
 	Logger      *slog.Logger
+	// ReadHeaderTimeout bounds how long a client may take to send request
+	// headers, and the ClientHello (default 10 s): slowloris protection.
+	ReadHeaderTimeout time.Duration
 }
 
 // BuiltinPassThrough are spliced without decryption (domain and
@@ -80,8 +83,7 @@ func BuiltinPassThrough() []string { return []string{"google.com", "gstatic.com"
 
 // Timeouts and limits.
 const (
-	helloTimeout      = 10 * time.Second
-	readHeaderTimeout = 10 * time.Second
+	defaultReadHeaderTimeout = 10 * time.Second
 	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 64 << 10
 	dialTimeout       = 10 * time.Second
@@ -110,6 +112,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = defaultReadHeaderTimeout
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
@@ -145,7 +150,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p.intercepted = &http.Server{
 		Handler:           http.HandlerFunc(p.serveRequest),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
@@ -244,7 +249,7 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn, ci *connInfo) {
 		conn.Close()
 		return
 	}
-	conn.SetReadDeadline(time.Now().Add(helloTimeout))
+	conn.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
 	br := bufio.NewReaderSize(conn, 4096)
 	first, err := br.Peek(1)
 	if err != nil {
