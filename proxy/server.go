@@ -84,9 +84,9 @@ func BuiltinPassThrough() []string { return []string{"google.com", "gstatic.com"
 // Timeouts and limits.
 const (
 	defaultReadHeaderTimeout = 10 * time.Second
-	idleTimeout       = 120 * time.Second
-	maxHeaderBytes    = 64 << 10
-	dialTimeout       = 10 * time.Second
+	idleTimeout              = 120 * time.Second
+	maxHeaderBytes           = 64 << 10
+	dialTimeout              = 10 * time.Second
 )
 
 // Proxy intercepts HTTP(S). Create it with New, start it with Run, and hand
