@@ -32,6 +32,7 @@ test: vet unit fuzz
 # Benchmarks print ratios against a baseline measured in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./firewall
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./proxy
 
 # Start guardd on the embedded demo profile and tour guardctl against it.
 run: build
