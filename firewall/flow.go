@@ -118,6 +118,11 @@ func (r RuleRef) String() string {
 type Verdict struct {
 	Action Action
 	Rule   RuleRef
+	// Named is set when the deciding rule names its target (a host, a
+	// subdomain pattern or an address), rather than any or the default.
+	// Some destinations, such as the host's own loopback, are reachable
+	// only by a rule that names them.
+	Named bool
 }
 
 // Default reports whether no rule matched and the policy default decided.

@@ -24,6 +24,7 @@ type compiledRule struct {
 	proto   rules.Proto
 	ports   rules.PortSet
 	methods []string // nil: no list
+	named   bool     // the target is not any
 	ref     RuleRef
 }
 
@@ -75,7 +76,8 @@ func Compile(p *rules.Policy, exemptions ...Exemption) *Matcher {
 
 func (m *Matcher) add(r *rules.Rule, ref RuleRef) {
 	idx := int32(len(m.rules))
-	m.rules = append(m.rules, compiledRule{action: r.Action, proto: r.Proto, ports: r.Ports, methods: r.Methods, ref: ref})
+	m.rules = append(m.rules, compiledRule{action: r.Action, proto: r.Proto, ports: r.Ports, methods: r.Methods,
+		named: r.Target.Kind != rules.AnyTarget, ref: ref})
 	switch t := r.Target; t.Kind {
 	case rules.Domain:
 		m.domains[t.Host] = append(m.domains[t.Host], idx)
@@ -156,7 +158,7 @@ func (m *Matcher) Verdict(f Flow) Verdict {
 		return Verdict{Action: m.defaultAction, Rule: m.defaultRef}
 	}
 	r := &m.rules[s.best]
-	return Verdict{Action: r.decide(f.Method), Rule: r.ref}
+	return Verdict{Action: r.decide(f.Method), Rule: r.ref, Named: r.named}
 }
 
 // search finds the lowest-numbered matching rule across the indexes.

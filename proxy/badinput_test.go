@@ -135,7 +135,7 @@ func netAddrPort(ip string, port uint16) netip.AddrPort {
 // headers is closed at the header timeout, and others are served meanwhile.
 func TestSlowlorisIsCutOff(t *testing.T) {
 	ew := newExactWorld(t)
-	r := startRig(t, rigOptions{rules: "default allow\n", hosts: ew.hosts, names: ew.names, upstreamCAs: ew.pki.Pool, headerWait: 300 * time.Millisecond})
+	r := startRig(t, rigOptions{rules: "allow any 127.0.0.0/8\ndefault allow\n", hosts: ew.hosts, names: ew.names, upstreamCAs: ew.pki.Pool, headerWait: 300 * time.Millisecond})
 	r.divert(ew.exact.addr)
 	slowHello, _ := net.Dial("tcp", r.transparent)
 	defer slowHello.Close()

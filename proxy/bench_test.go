@@ -70,7 +70,7 @@ func total(d []time.Duration) (t time.Duration) {
 // run. Reports requests/s each way and the ratio.
 func BenchmarkKeepAliveRequests(b *testing.B) {
 	ew := newExactWorld(b)
-	r := ew.rig(b, "default allow\n")
+	r := ew.rig(b, "allow any 127.0.0.0/8\ndefault allow\n")
 	guard, direct := benchClients(b, ew, r, true)
 	u := url(ew.exact, "/small")
 	get(b, guard, u)
@@ -91,7 +91,7 @@ func BenchmarkKeepAliveRequests(b *testing.B) {
 // what guard adds.
 func BenchmarkNewConnection(b *testing.B) {
 	ew := newExactWorld(b)
-	r := ew.rig(b, "default allow\n")
+	r := ew.rig(b, "allow any 127.0.0.0/8\ndefault allow\n")
 	guard, direct := benchClients(b, ew, r, false)
 	u := url(ew.exact, "/small")
 	get(b, guard, u) // caches the leaf
@@ -110,7 +110,7 @@ func BenchmarkNewConnection(b *testing.B) {
 // direct. Reports MB/s each way and the ratio.
 func BenchmarkBulkDownload(b *testing.B) {
 	ew := newExactWorld(b)
-	r := ew.rig(b, "default allow\n")
+	r := ew.rig(b, "allow any 127.0.0.0/8\ndefault allow\n")
 	guard, direct := benchClients(b, ew, r, true)
 	const size = 64 << 20
 	u := url(ew.exact, fmt.Sprintf("/download?n=%d", size))
@@ -133,7 +133,7 @@ var _ = netip.Addr{}
 // and direct, in the same run.
 func BenchmarkKeepAliveParallel(b *testing.B) {
 	ew := newExactWorld(b)
-	r := ew.rig(b, "default allow\n")
+	r := ew.rig(b, "allow any 127.0.0.0/8\ndefault allow\n")
 	guard, direct := benchClients(b, ew, r, true)
 	guard.Transport.(*http.Transport).MaxIdleConnsPerHost = 8
 	direct.Transport.(*http.Transport).MaxIdleConnsPerHost = 8

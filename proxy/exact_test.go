@@ -116,7 +116,7 @@ func rawTLS(t *testing.T, r *rig, up *upstream) (*tls.Conn, *bufio.Reader) {
 
 func TestBodilessResponsesAndKeepAlive(t *testing.T) {
 	ew := newExactWorld(t)
-	r := ew.rig(t, "default allow\n")
+	r := ew.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	c, br := rawTLS(t, r, ew.exact)
 	host := fmt.Sprintf("exact.example.test:%d", ew.exact.addr.Port())
 	// Four requests on one connection: a leaked body or a chunk terminator
@@ -156,7 +156,7 @@ func TestBodilessResponsesAndKeepAlive(t *testing.T) {
 
 func TestChunkedTrailersAndContentLength(t *testing.T) {
 	ew := newExactWorld(t)
-	r := ew.rig(t, "default allow\n")
+	r := ew.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	c := r.transparentClient(ew.exact.addr, false)
 	resp, err := c.Get(url(ew.exact, "/trailer"))
 	if err != nil {
@@ -211,7 +211,7 @@ func TestExpectContinue(t *testing.T) {
 
 func TestWebSocketEcho(t *testing.T) {
 	ew := newExactWorld(t)
-	r := ew.rig(t, "allow web exact.example.test GET\ndefault deny\n")
+	r := ew.rig(t, "allow web exact.example.test GET,WEBSOCKET\ndefault deny\n")
 	c := r.transparentClient(ew.exact.addr, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -238,7 +238,7 @@ func TestWebSocketEcho(t *testing.T) {
 // buffered whole.
 func TestStreamingMemoryIsFlat(t *testing.T) {
 	ew := newExactWorld(t)
-	r := ew.rig(t, "default allow\n")
+	r := ew.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	c := r.transparentClient(ew.exact.addr, false)
 	const size = 200 << 20
 	var peak atomic.Uint64
@@ -312,5 +312,33 @@ func TestTLSWithoutSNI(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 403 {
 		t.Fatalf("Host name on a connection without SNI: %d", resp.StatusCode)
+	}
+}
+
+// TestUpgradesAreTheirOwnOperation: after a 101 the method rules see
+// nothing, so a WebSocket handshake is decided as WEBSOCKET (read-only
+// leaves it out), and upgrades to anything else are refused.
+func TestUpgradesAreTheirOwnOperation(t *testing.T) {
+	ew := newExactWorld(t)
+	r := ew.rig(t, "allow web exact.example.test read-only\ndefault deny\n")
+	c := r.transparentClient(ew.exact.addr, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, strings.Replace(url(ew.exact, "/ws"), "https", "wss", 1), &websocket.DialOptions{HTTPClient: c})
+	if err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("WebSocket under read-only: %v %v", resp, err)
+	}
+	req, _ := http.NewRequest("GET", url(ew.exact, "/"), nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "h2c")
+	r2 := ew.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
+	resp, err = r2.transparentClient(ew.exact.addr, false).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), `upgrade to \"h2c\"`) {
+		t.Fatalf("h2c upgrade: %d %s", resp.StatusCode, body)
 	}
 }

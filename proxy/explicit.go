@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,12 @@ import (
 // same front as a transparent connection.
 func (p *Proxy) newConnectFront() *goproxy.ProxyHttpServer {
 	g := goproxy.NewProxyHttpServer()
-	g.Tr = p.upstream
+	// goproxy's own transport is never used (absolute-form requests go to
+	// the pipeline, CONNECT is hijacked), but its default is unsafe, so it
+	// is replaced by one that cannot dial.
+	g.Tr = &http.Transport{Proxy: nil, DialContext: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("guard: goproxy's transport is not used")
+	}}
 	g.ConnectDial = func(string, string) (net.Conn, error) {
 		return nil, errors.New("guard: CONNECT tunnels are never dialled directly")
 	}
@@ -124,13 +130,28 @@ func (p *Proxy) ExplicitHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method == http.MethodConnect:
-			p.connect.ServeHTTP(w, r)
+			p.connect.ServeHTTP(replayHijacker{w}, r)
 		case r.URL.IsAbs() && (r.URL.Scheme == "http" || r.URL.Scheme == "https"):
 			p.serveRequest(w, r)
 		default:
 			p.connect.NonproxyHandler.ServeHTTP(w, r)
 		}
 	})
+}
+
+// replayHijacker hands goproxy a hijacked connection that first replays
+// what net/http had already read past the CONNECT request: a client may
+// send its ClientHello in the same write, and goproxy's ConnectHijack
+// would drop those bytes.
+type replayHijacker struct{ http.ResponseWriter }
+
+func (h replayHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	rc := &replayConn{Conn: c, pending: drain(rw.Reader)}
+	return rc, bufio.NewReadWriter(bufio.NewReader(rc), rw.Writer), nil
 }
 
 // ServeExplicit runs the explicit proxy on ln until ctx ends.

@@ -125,14 +125,34 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 			p.cfg.Renderer.Render(r, err.Error()+" blocked by guardrails"), 0)
 		return
 	}
-	f := firewall.Flow{Proto: firewall.TCP, IP: ci.dst, Names: []string{host}, Port: ci.port, Method: r.Method}
+	method := r.Method
+	switch {
+	case method == http.MethodConnect || method == http.MethodTrace:
+		// A tunnel inside an intercepted connection, or a request that
+		// reflects headers back: never forwarded.
+		p.block(w, r, ci, &firewall.Flow{Proto: firewall.TCP, IP: ci.dst, Names: []string{host}, Port: ci.port, Method: method},
+			p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s blocked by guardrails", method, host)), http.StatusMethodNotAllowed)
+		return
+	case r.Header.Get("Upgrade") != "":
+		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "websocket") {
+			p.block(w, r, ci, &firewall.Flow{Proto: firewall.TCP, IP: ci.dst, Names: []string{host}, Port: ci.port, Method: method},
+				p.cfg.Renderer.Render(r, fmt.Sprintf("upgrade to %q on %s blocked by guardrails", r.Header.Get("Upgrade"), host)), 0)
+			return
+		}
+		// After a 101 the connection is a channel the method rules cannot
+		// see into; a WebSocket handshake is decided as its own method, so
+		// that read-only and other allowlists leave it out unless they name
+		// WEBSOCKET.
+		method = "WEBSOCKET"
+	}
+	f := firewall.Flow{Proto: firewall.TCP, IP: ci.dst, Names: []string{host}, Port: ci.port, Method: method}
 	v := p.decideRequest(ci, f)
 	if !p.record(ctx, audit.LayerHTTP, f, v, host) {
 		p.writeBlock(w, r, p.cfg.Renderer.Render(r, "the event log cannot be written; "+r.Method+" to "+host+" blocked by guardrails"))
 		return
 	}
 	if v.Action == firewall.Deny {
-		p.writeBlock(w, r, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s blocked by guardrails", r.Method, host)))
+		p.writeBlock(w, r, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s blocked by guardrails", method, host)))
 		return
 	}
 	if blk, err := p.cfg.Guardrails.Check(ctx, r); err != nil || blk != nil {

@@ -98,7 +98,7 @@ func TestCurlTransparent(t *testing.T) {
 
 func TestHTTP2ToClientsAndUpstream(t *testing.T) {
 	w := newWorld(t)
-	r := w.rig(t, "default allow\n")
+	r := w.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	c := r.transparentClient(w.api.addr, true)
 	resp, err := c.Get(url(w.api, "/h2"))
 	if err != nil {
@@ -160,7 +160,7 @@ func TestWebMethodRules(t *testing.T) {
 // TestDomainFronting: SNI says one host, Host another.
 func TestConsistentHostHeader(t *testing.T) {
 	w := newWorld(t)
-	r := w.rig(t, "default allow\n")
+	r := w.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	c := r.transparentClient(w.api.addr, false)
 	req, _ := http.NewRequest("GET", url(w.api, "/"), nil)
 	req.Host = "other.example.test"
@@ -219,7 +219,7 @@ func TestConnectDenials(t *testing.T) {
 
 func TestPassThroughIsNotDecrypted(t *testing.T) {
 	w := newWorld(t)
-	r := w.rig(t, "default allow\n")
+	r := w.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	c := r.transparentClient(w.pinned.addr, false)
 	// Trusting only guard's CA fails: the certificate is the upstream's own.
 	if _, err := c.Get(url(w.pinned, "/")); err == nil {
@@ -246,7 +246,7 @@ func TestPassThroughIsNotDecrypted(t *testing.T) {
 
 func TestUntrustedUpstreamFails(t *testing.T) {
 	w := newWorld(t)
-	r := w.rig(t, "default allow\n")
+	r := w.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	resp, err := r.transparentClient(w.selfSign.addr, false).Get(url(w.selfSign, "/"))
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestProxyEnvironmentIgnored(t *testing.T) {
 	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")
 	t.Setenv("ALL_PROXY", "http://127.0.0.1:9")
 	w := newWorld(t)
-	r := w.rig(t, "default allow\n")
+	r := w.rig(t, "allow any 127.0.0.0/8\ndefault allow\n")
 	resp, err := r.transparentClient(w.api.addr, false).Get(url(w.api, "/"))
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ type Proxy struct {
 
 	intercepted *http.Server // serves every decrypted or plain client conn
 	listener    *connListener
-	upstream    *http.Transport
+	upstream    *upstreamPools
 	forward     *httputil.ReverseProxy
 	connect     *goproxy.ProxyHttpServer
 
@@ -141,7 +141,7 @@ func New(cfg Config) (*Proxy, error) {
 			p.passThrough = append(p.passThrough, h)
 		}
 	}
-	p.upstream = p.newTransport()
+	p.upstream = &upstreamPools{byDst: map[netip.Addr]*http.Transport{}, make: p.newTransport}
 	p.forward = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
 		Transport:    p.upstream,
@@ -188,14 +188,14 @@ func (p *Proxy) Run(ctx context.Context) error {
 	defer cancel()
 	p.intercepted.Shutdown(shutdown)
 	p.intercepted.Close()
-	p.upstream.CloseIdleConnections()
+	p.upstream.reset()
 	<-errc
 	return nil
 }
 
-// PolicyChanged drops idle upstream connections, whose destinations were
+// PolicyChanged retires every upstream connection: their destinations were
 // checked against the old policy when they were dialled.
-func (p *Proxy) PolicyChanged() { p.upstream.CloseIdleConnections() }
+func (p *Proxy) PolicyChanged() { p.upstream.reset() }
 
 // connInfo is what is known about one client connection.
 type connInfo struct {
@@ -286,7 +286,7 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn, ci *connInfo) {
 		ci.verdict = v
 	}
 	conn.SetReadDeadline(time.Time{})
-	if ci.verdict.Action == firewall.Allow && ci.sni != "" && p.isPassThrough(ci.sni) {
+	if ci.verdict.Action == firewall.Allow && ci.sni != "" && p.isPassThrough(ci.sni) && p.sniFitsDestination(ci) {
 		p.splice(ctx, rc, ci)
 		return
 	}
@@ -333,6 +333,22 @@ func (p *Proxy) decideSNI(ctx context.Context, ci *connInfo, sni string) (firewa
 		return v, false
 	}
 	return v, true
+}
+
+// sniFitsDestination: a transparent connection is spliced only when its
+// SNI is a name the VM resolved for the address it dialled. Otherwise a
+// pass-through name on another host's address would open an uninspected
+// tunnel to that host; such a connection is intercepted instead.
+func (p *Proxy) sniFitsDestination(ci *connInfo) bool {
+	if !ci.transparent {
+		return true // explicit: the splice dials the SNI's own addresses
+	}
+	for _, n := range ci.l4Names {
+		if n == ci.sni {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Proxy) isPassThrough(host string) bool {

@@ -10,8 +10,10 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"guard/audit"
 	"guard/firewall"
 )
 
@@ -56,11 +58,85 @@ func (p *Proxy) newTransport() *http.Transport {
 	}
 }
 
+// maxPools bounds the per-destination connection pools kept at once.
+const maxPools = 256
+
+// upstreamPools keeps upstream connections apart by what they were checked
+// for. http.Transport pools by scheme and host:port, but a transparent flow
+// is dialled at the address the VM chose: a connection dialled to one
+// address must never carry a request decided for another. So each original
+// destination gets its own transport, resolved (explicit) flows share one,
+// and a policy change starts every pool afresh: a connection checked under
+// the old policy, idle or busy, takes no new request.
+type upstreamPools struct {
+	mu     sync.Mutex
+	byDst  map[netip.Addr]*http.Transport
+	shared *http.Transport
+	make   func() *http.Transport
+}
+
+func (u *upstreamPools) get(t target) *http.Transport {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t.ci == nil || !t.ci.transparent || !t.ci.dst.IsValid() {
+		if u.shared == nil {
+			u.shared = u.make()
+		}
+		return u.shared
+	}
+	if tr, ok := u.byDst[t.ci.dst]; ok {
+		return tr
+	}
+	if len(u.byDst) >= maxPools {
+		for _, tr := range u.byDst {
+			tr.CloseIdleConnections()
+		}
+		clear(u.byDst)
+	}
+	tr := u.make()
+	u.byDst[t.ci.dst] = tr
+	return tr
+}
+
+// reset drops every pool; connections already carrying a request finish it
+// and are then closed as idle.
+func (u *upstreamPools) reset() {
+	u.mu.Lock()
+	old := make([]*http.Transport, 0, len(u.byDst)+1)
+	for _, tr := range u.byDst {
+		old = append(old, tr)
+	}
+	if u.shared != nil {
+		old = append(old, u.shared)
+	}
+	u.byDst, u.shared = map[netip.Addr]*http.Transport{}, nil
+	u.mu.Unlock()
+	for _, tr := range old {
+		tr.CloseIdleConnections()
+		// Busy connections become idle when their request ends; nothing
+		// will pick them up again, and this closes them then.
+		go func() {
+			time.Sleep(idleTimeout)
+			tr.CloseIdleConnections()
+		}()
+	}
+}
+
+// RoundTrip sends a request through the pool its target belongs to.
+func (u *upstreamPools) RoundTrip(r *http.Request) (*http.Response, error) {
+	t, _ := targetFrom(r.Context())
+	return u.get(t).RoundTrip(r)
+}
+
 // dialChecked dials host:port at an address the rules allow. A transparent
 // connection goes to the address the VM dialled (which the network stack
 // already decided); otherwise the host is resolved (static hosts first) and
-// each address is checked with the host's name before it is dialled, so a
-// DNS answer cannot rebind a name onto a denied address.
+// each address is decided, with the host's name, before it is dialled. The
+// decision is first-match like any other: an address deny keeps a name off
+// that address only if it comes before the rule that allows the name.
+// Unspecified, multicast and broadcast addresses are always refused, and
+// the host's loopback needs a rule that names it. Every refusal is an
+// event.
 func (p *Proxy) dialChecked(ctx context.Context, ci *connInfo, host string, port uint16) (net.Conn, error) {
 	var addrs []netip.Addr
 	switch {
@@ -82,8 +158,22 @@ func (p *Proxy) dialChecked(ctx context.Context, ci *connInfo, host string, port
 	d := net.Dialer{Timeout: dialTimeout}
 	for _, a := range addrs {
 		a = firewall.CanonicalIP(a)
-		if v := m.Verdict(firewall.Flow{Proto: firewall.TCP, IP: a, Names: names, Port: port}); v.Action == firewall.Deny {
+		f := firewall.Flow{Proto: firewall.TCP, IP: a, Names: names, Port: port}
+		v := m.Verdict(f)
+		switch {
+		case a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			// 0.0.0.0 and [::] reach the host's own services.
+			v = firewall.Verdict{Action: firewall.Deny, Rule: firewall.RuleRef{Origin: "proxy", Text: "unspecified, multicast or broadcast address"}}
+		case a.IsLoopback() && v.Action != firewall.Deny && !v.Named:
+			// The host's loopback is reachable only through a rule that
+			// names it, never through any or the default.
+			v = firewall.Verdict{Action: firewall.Deny, Rule: firewall.RuleRef{Origin: "proxy", Text: "host loopback needs a rule that names it"}}
+		}
+		if v.Action == firewall.Deny {
 			lastDeny = v.Rule
+			ev := audit.FlowEvent(audit.LayerL4, f, v)
+			ev.Reason = "the address " + host + " resolved to was refused before dialling"
+			p.cfg.Events.Emit(ctx, ev)
 			continue
 		}
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, port).String())
