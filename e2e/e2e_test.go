@@ -405,7 +405,7 @@ func TestCompletionAndHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--profile", "--demo", "--state-dir", "--control", "--log-level"} {
+	for _, flag := range []string{"--profile", "--demo", "--state-dir", "--control", "--proxy-listen", "--log-level"} {
 		if !strings.Contains(string(out), flag) {
 			t.Errorf("guardd --help does not document %s", flag)
 		}
