@@ -278,3 +278,31 @@ func upperASCII(s string) string {
 	}
 	return s
 }
+
+// AllowsName reports whether the first rule that names host (by domain or
+// subdomain pattern, whatever its protocol and ports) allows it: the
+// operator's explicit say-so for a name, as the DNS gateway needs before it
+// lets a name resolve to an internal address.
+func (m *Matcher) AllowsName(host string) bool {
+	name, ip, ok := canonicalName(host)
+	if !ok || ip.IsValid() {
+		return false
+	}
+	best := int32(-1)
+	take := func(l []int32) {
+		if len(l) > 0 && (best < 0 || l[0] < best) {
+			best = l[0]
+		}
+	}
+	take(m.domains[name])
+	for rest := name; ; {
+		i := strings.IndexByte(rest, '.')
+		if i < 0 {
+			break
+		}
+		rest = rest[i+1:]
+		take(m.domains[rest])
+		take(m.subdomains[rest])
+	}
+	return best >= 0 && m.rules[best].action == rules.Allow
+}

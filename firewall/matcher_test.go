@@ -630,3 +630,25 @@ func randomFlow(r *rand.Rand, hosts []string, nets []netip.Prefix) Flow {
 	}
 	return f
 }
+
+func TestAllowsName(t *testing.T) {
+	m := mustCompile(t, "deny tcp bad.corp.test\nallow udp *.corp.test:53\nallow tcp db.internal:5432\nallow any 10.0.0.0/8\ndefault allow\n")
+	for name, want := range map[string]bool{
+		"db.internal":      true,  // named, whatever the port
+		"x.db.internal":    true,  // apex rules cover subdomains
+		"a.corp.test":      true,  // wildcard
+		"corp.test":        false, // wildcard skips the apex
+		"bad.corp.test":    false, // the first rule naming it denies
+		"other.test":       false, // only the default or any would allow it
+		"10.0.0.1":         false, // not a name
+		"DB.INTERNAL.":     true,
+		"bad..corp.test":   false,
+		"x.bad.corp.test":  false,
+		"notdb.internal":   false,
+		"db.internal.evil": false,
+	} {
+		if got := m.AllowsName(name); got != want {
+			t.Errorf("AllowsName(%q) = %v", name, got)
+		}
+	}
+}
