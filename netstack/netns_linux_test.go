@@ -1,0 +1,219 @@
+package netstack
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"guard/audit"
+	"guard/firewall"
+	"guard/internal/testpki"
+	"guard/proxy"
+	"guard/rules"
+)
+
+// run runs a command and fails the test on error.
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// vmNamespace makes a network namespace standing in for the VM: a veth
+// whose far end is inside it (10.77.0.2/24, default route and DNS via
+// 10.77.0.1), and returns the namespace and the host-side interface.
+func vmNamespace(t *testing.T) (ns, hostIf string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the netns tests need root, as the sessions and CI have")
+	}
+	id := fmt.Sprintf("%d", os.Getpid()%100000)
+	ns, hostIf, vmIf := "gvm"+id, "gva"+id, "gvb"+id
+	exec.Command("ip", "netns", "del", ns).Run()
+	exec.Command("ip", "link", "del", hostIf).Run()
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", ns).Run()
+		exec.Command("ip", "link", "del", hostIf).Run()
+		os.RemoveAll(filepath.Join("/etc/netns", ns))
+	})
+	run(t, "ip", "link", "add", hostIf, "type", "veth", "peer", "name", vmIf)
+	run(t, "ip", "link", "set", vmIf, "netns", ns)
+	run(t, "ip", "link", "set", hostIf, "up")
+	run(t, "ip", "-n", ns, "addr", "add", "10.77.0.2/24", "dev", vmIf)
+	run(t, "ip", "-n", ns, "link", "set", vmIf, "up")
+	run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	run(t, "ip", "-n", ns, "route", "add", "default", "via", "10.77.0.1")
+	os.MkdirAll(filepath.Join("/etc/netns", ns), 0o755)
+	os.WriteFile(filepath.Join("/etc/netns", ns, "resolv.conf"), []byte("nameserver 10.77.0.1\n"), 0o644)
+	return ns, hostIf
+}
+
+// hostAddresses puts test "internet" addresses on the host's loopback
+// interface, where the test's servers listen.
+func hostAddresses(t *testing.T, addrs ...string) {
+	t.Helper()
+	for _, a := range addrs {
+		exec.Command("ip", "addr", "del", a+"/32", "dev", "lo").Run()
+		run(t, "ip", "addr", "add", a+"/32", "dev", "lo")
+		t.Cleanup(func() { exec.Command("ip", "addr", "del", a+"/32", "dev", "lo").Run() })
+	}
+}
+
+// decider is the daemon's DecideFlow in small: verdict plus event.
+type decider struct {
+	active *firewall.Active
+	mu     sync.Mutex
+	events []audit.Event
+}
+
+func (d *decider) DecideFlow(ctx context.Context, f firewall.Flow, layer string) firewall.Verdict {
+	v := d.active.Load().Verdict(f)
+	d.Emit(ctx, audit.FlowEvent(layer, f, v))
+	return v
+}
+
+func (d *decider) Emit(_ context.Context, e audit.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events = append(d.events, e)
+	return nil
+}
+
+func (d *decider) all() []audit.Event {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]audit.Event(nil), d.events...)
+}
+
+// TestVMInNamespace runs real programs in a namespace whose only network is
+// guard's stack: DNS through the gateway, curl to an allowed and a denied
+// HTTPS host through the transparent proxy, a plain TCP flow, and the
+// gateway itself, which is not a host.
+func TestVMInNamespace(t *testing.T) {
+	ns, hostIf := vmNamespace(t)
+	hostAddresses(t, "198.18.0.10", "198.18.0.11")
+	pki := testpki.New(t)
+
+	serve := func(addr, name, body string) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, body+" "+r.Method+" "+r.Host)
+		}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, name)}}}
+		go srv.ServeTLS(ln, "", "")
+		t.Cleanup(func() { srv.Close() })
+	}
+	serve("198.18.0.10:443", "api.example.test", "api")
+	serve("198.18.0.11:443", "blocked.example.test", "blocked")
+	plain, err := net.Listen("tcp", "198.18.0.10:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	go func() {
+		for {
+			c, err := plain.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "plain hello\n")
+			c.Close()
+		}
+	}()
+
+	// The tcp rule comes first: a web rule without ports covers every TCP
+	// port of its host, and would send this server-speaks-first flow to
+	// the proxy.
+	pol, err := rules.ParseString("allow tcp 198.18.0.10:7000\nallow web api.example.test read-only\ndefault deny\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := firewall.NewActive(firewall.Compile(pol))
+	dec := &decider{active: active}
+	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ca, err := proxy.LoadOrCreateCA(t.TempDir(), "vm", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := proxy.New(proxy.Config{CA: ca, Policy: active, Events: dec, Snoop: snoop, UpstreamRoots: pki.Pool, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go px.Run(ctx)
+	gw := NewDNSGateway(DNSConfig{
+		Static: map[string]string{"api.example.test": "198.18.0.10", "blocked.example.test": "198.18.0.11"},
+		Snoop:  snoop, Policy: active, Logger: quiet,
+	})
+	ep, closeEP, err := OpenAFPacket(hostIf, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeEP()
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.77.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw, Intercept: true, Logger: quiet}, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, ca.CertificatePEM(), 0o644)
+
+	inVM := func(args ...string) (string, error) {
+		cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := inVM("getent", "hosts", "api.example.test"); err != nil || !strings.HasPrefix(out, "198.18.0.10") {
+		t.Fatalf("DNS through the gateway: %v %s", err, out)
+	}
+	if out, err := inVM("curl", "-sS", "--max-time", "10", "--cacert", caFile, "https://api.example.test/"); err != nil || out != "api GET api.example.test" {
+		t.Fatalf("allowed HTTPS: %v %s", err, out)
+	}
+	if out, _ := inVM("curl", "-sS", "--max-time", "10", "--cacert", caFile, "-X", "POST", "https://api.example.test/"); !strings.Contains(out, "POST to api.example.test blocked by guardrails") {
+		t.Fatalf("read-only rule through the stack: %s", out)
+	}
+	if out, err := inVM("curl", "-sS", "--max-time", "10", "--cacert", caFile, "https://blocked.example.test/"); err == nil {
+		t.Fatalf("denied host reached: %s", out)
+	}
+	if out, err := inVM("bash", "-c", "timeout 5 cat < /dev/tcp/198.18.0.10/7000"); err != nil || out != "plain hello\n" {
+		t.Fatalf("plain TCP flow: %v %q", err, out)
+	}
+	if out, err := inVM("bash", "-c", "timeout 5 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22'"); err == nil {
+		t.Fatalf("the gateway answered on port 22: %s", out)
+	}
+	var l4 []string
+	for _, e := range dec.all() {
+		if e.Layer == audit.LayerL4 {
+			l4 = append(l4, e.Action+" "+e.IP+":"+fmt.Sprint(e.Port))
+		}
+	}
+	for _, want := range []string{"intercept 198.18.0.10:443", "deny 198.18.0.11:443", "allow 198.18.0.10:7000"} {
+		found := false
+		for _, got := range l4 {
+			found = found || got == want
+		}
+		if !found {
+			t.Errorf("no l4 event %q in %v", want, l4)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"guard/audit"
+	"guard/firewall"
+)
+
+// Decider decides a new flow and records it; the daemon's DecideFlow.
+type Decider interface {
+	DecideFlow(ctx context.Context, f firewall.Flow, layer string) firewall.Verdict
+}
+
+// Transparent takes diverted port-80/443 connections; *proxy.Proxy.
+type Transparent interface {
+	ServeTransparent(ctx context.Context, conn net.Conn, originalDst netip.AddrPort)
+}
+
+// Names gives and holds the snooped names of an address;
+// *firewall.SnoopTable.
+type Names interface {
+	Names(ip netip.Addr) []string
+	Hold(ip netip.Addr) (release func())
+}
+
+// Config assembles a Stack.
+type Config struct {
+	// Gateway is the gateway's address and the VM's subnet, e.g.
+	// 10.0.2.1/24.
+	Gateway netip.Prefix
+	Decide  Decider
+	Names   Names
+	Proxy   Transparent
+	DNS     *DNSGateway
+	// Intercept diverts ports 80 and 443 into the proxy
+	// (transparentInterception).
+	Intercept bool
+	Logger    *slog.Logger
+}
+
+// Limits of the forwarders.
+const (
+	// maxInFlight bounds TCP handshakes being decided at once. It is large
+	// so that a black-holed destination cannot starve the others
+	// (gvisor-tap-vsock's 10 did, issue #676): the dial happens after the
+	// handshake, in its own goroutine, with its own timeout.
+	maxInFlight   = 4096
+	flowDial      = 10 * time.Second
+	udpIdle       = 60 * time.Second
+	maxUDPPayload = 65535
+)
+
+// Stack is the VM's network: a gVisor TCP/IP stack on one link endpoint
+// that answers as the gateway for every address, and decides each flow.
+type Stack struct {
+	cfg    Config
+	s      *stack.Stack
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+const nicID = 1
+
+// New builds the stack on ep and starts forwarding.
+func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if !cfg.Gateway.Addr().Is4() {
+		return nil, errors.New("netstack: the gateway must be IPv4 (IPv6 is refused: see doc.go)")
+	}
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+		HandleLocal:        false,
+	})
+	sack := tcpip.TCPSACKEnabled(true)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	if err := s.CreateNIC(nicID, ep); err != nil {
+		return nil, fmt.Errorf("netstack: NIC: %v", err)
+	}
+	gw := tcpip.AddrFrom4(cfg.Gateway.Addr().As4())
+	if err := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
+		Protocol:          ipv4.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: gw, PrefixLen: cfg.Gateway.Bits()},
+	}, stack.AddressProperties{}); err != nil {
+		return nil, fmt.Errorf("netstack: address: %v", err)
+	}
+	// Accept packets for every destination and answer from it: the stack
+	// is the VM's whole internet.
+	s.SetPromiscuousMode(nicID, true)
+	s.SetSpoofing(nicID, true)
+	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel}
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcp.NewForwarder(s, 0, maxInFlight, n.handleTCP).HandlePacket)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(s, n.handleUDP).HandlePacket)
+	return n, nil
+}
+
+// Close stops the stack and waits for its flows.
+func (n *Stack) Close() {
+	n.cancel()
+	n.s.Close()
+	n.wg.Wait()
+}
+
+func addrOfTCPIP(a tcpip.Address) netip.Addr {
+	ip, _ := netip.AddrFromSlice(a.AsSlice())
+	return ip.Unmap()
+}
+
+// handleTCP decides a new TCP flow before completing the VM's handshake:
+// a deny is a RST.
+func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
+	id := r.ID()
+	dst := addrOfTCPIP(id.LocalAddress)
+	port := id.LocalPort
+	if dst == n.cfg.Gateway.Addr() {
+		// The gateway is not a host: only its DNS service answers, and
+		// only over UDP for now.
+		r.Complete(true)
+		return
+	}
+	f := firewall.Flow{Proto: firewall.TCP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
+	v := n.cfg.Decide.DecideFlow(n.ctx, f, audit.LayerL4)
+	if v.Action == firewall.Deny {
+		r.Complete(true)
+		return
+	}
+	var wq waiter.Queue
+	ep, err := r.CreateEndpoint(&wq)
+	if err != nil {
+		r.Complete(true)
+		return
+	}
+	r.Complete(false)
+	conn := gonet.NewTCPConn(&wq, ep)
+	release := n.cfg.Names.Hold(dst)
+	original := netip.AddrPortFrom(dst, port)
+	n.wg.Go(func() {
+		defer release()
+		if v.Action == firewall.Intercept || (n.cfg.Intercept && (port == 80 || port == 443)) {
+			n.cfg.Proxy.ServeTransparent(n.ctx, conn, original)
+			return
+		}
+		n.splice(conn, original)
+	})
+}
+
+// splice dials an allowed destination directly and relays.
+func (n *Stack) splice(vm net.Conn, dst netip.AddrPort) {
+	defer vm.Close()
+	if !dialable(dst.Addr()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, flowDial)
+	up, err := (&net.Dialer{}).DialContext(ctx, "tcp", dst.String())
+	cancel()
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	cp := func(dstc, src net.Conn) {
+		io.Copy(dstc, src)
+		if cw, ok := dstc.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			dstc.Close()
+		}
+		done <- struct{}{}
+	}
+	go cp(up, vm)
+	go cp(vm, up)
+	<-done
+	<-done
+}
+
+// dialable refuses destinations that would land on the host itself.
+func dialable(a netip.Addr) bool {
+	return !(a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}))
+}
+
+// handleUDP serves the gateway's DNS and relays allowed datagram flows.
+func (n *Stack) handleUDP(r *udp.ForwarderRequest) bool {
+	id := r.ID()
+	dst := addrOfTCPIP(id.LocalAddress)
+	port := id.LocalPort
+	if dst == n.cfg.Gateway.Addr() {
+		if port != 53 || n.cfg.DNS == nil {
+			return false // the stack answers ICMP port unreachable
+		}
+		return n.serveUDP(r, n.dnsReply)
+	}
+	f := firewall.Flow{Proto: firewall.UDP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
+	if v := n.cfg.Decide.DecideFlow(n.ctx, f, audit.LayerL4); v.Action == firewall.Deny || !dialable(dst) {
+		return false
+	}
+	up, err := net.Dial("udp", netip.AddrPortFrom(dst, port).String())
+	if err != nil {
+		return false
+	}
+	return n.relayUDP(r, up)
+}
+
+// dnsReply answers one DNS message from the VM.
+func (n *Stack) dnsReply(q []byte) []byte {
+	req := new(dns.Msg)
+	if err := req.Unpack(q); err != nil {
+		return nil
+	}
+	resp := n.cfg.DNS.Answer(n.ctx, req)
+	// Over UDP an answer must fit what the VM offered.
+	size := dns.MinMsgSize
+	if o := req.IsEdns0(); o != nil {
+		size = int(o.UDPSize())
+	}
+	resp.Truncate(size)
+	out, err := resp.Pack()
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// serveUDP answers each datagram of a VM flow with reply, until idle.
+func (n *Stack) serveUDP(r *udp.ForwarderRequest, reply func([]byte) []byte) bool {
+	var wq waiter.Queue
+	ep, err := r.CreateEndpoint(&wq)
+	if err != nil {
+		return false
+	}
+	conn := gonet.NewUDPConn(&wq, ep)
+	n.wg.Go(func() {
+		defer conn.Close()
+		buf := make([]byte, maxUDPPayload)
+		for {
+			conn.SetReadDeadline(time.Now().Add(udpIdle))
+			k, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			if out := reply(buf[:k]); out != nil {
+				conn.Write(out)
+			}
+		}
+	})
+	return true
+}
+
+// relayUDP is the per-flow NAT: one host socket for one VM flow, closed
+// after it has been idle.
+func (n *Stack) relayUDP(r *udp.ForwarderRequest, up net.Conn) bool {
+	var wq waiter.Queue
+	ep, err := r.CreateEndpoint(&wq)
+	if err != nil {
+		up.Close()
+		return false
+	}
+	vm := gonet.NewUDPConn(&wq, ep)
+	n.wg.Go(func() {
+		defer vm.Close()
+		defer up.Close()
+		var last sync.Mutex
+		touched := time.Now()
+		touch := func() { last.Lock(); touched = time.Now(); last.Unlock() }
+		idle := func() bool { last.Lock(); defer last.Unlock(); return time.Since(touched) > udpIdle }
+		go func() {
+			buf := make([]byte, maxUDPPayload)
+			for {
+				up.SetReadDeadline(time.Now().Add(udpIdle))
+				k, err := up.Read(buf)
+				if err != nil {
+					if ne, ok := err.(net.Error); ok && ne.Timeout() && !idle() {
+						continue
+					}
+					vm.Close()
+					return
+				}
+				touch()
+				vm.Write(buf[:k])
+			}
+		}()
+		buf := make([]byte, maxUDPPayload)
+		for {
+			vm.SetReadDeadline(time.Now().Add(udpIdle))
+			k, err := vm.Read(buf)
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() && !idle() {
+					continue
+				}
+				return
+			}
+			touch()
+			up.Write(buf[:k])
+		}
+	})
+	return true
+}
