@@ -97,7 +97,13 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	})
 	sack := tcpip.TCPSACKEnabled(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel}
+	// Handlers go in before the NIC: attaching the link starts delivery.
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcp.NewForwarder(s, 0, maxInFlight, n.handleTCP).HandlePacket)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(s, n.handleUDP).HandlePacket)
 	if err := s.CreateNIC(nicID, ep); err != nil {
+		cancel()
 		return nil, fmt.Errorf("netstack: NIC: %v", err)
 	}
 	gw := tcpip.AddrFrom4(cfg.Gateway.Addr().As4())
@@ -112,11 +118,6 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	s.SetPromiscuousMode(nicID, true)
 	s.SetSpoofing(nicID, true)
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
-
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel}
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcp.NewForwarder(s, 0, maxInFlight, n.handleTCP).HandlePacket)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(s, n.handleUDP).HandlePacket)
 	return n, nil
 }
 
