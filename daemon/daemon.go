@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"github.com/miekg/dns"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"guard/audit"
 	"guard/control"
 	"guard/firewall"
+	"guard/netstack"
 	"guard/proxy"
 	"guard/rules"
 	"guard/workspace"
@@ -49,6 +54,9 @@ type Config struct {
 	// empty for none. It must be a loopback address: the proxy has no
 	// authentication of its own.
 	ProxyListen string
+	// VM attaches the VM's link (guardd --vm), e.g. "afpacket:veth0";
+	// empty for none.
+	VM string
 	// Components are started by Run.
 	Components []Component
 }
@@ -148,6 +156,12 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.close()
 		return nil, err
 	}
+	if cfg.VM != "" {
+		if err := d.buildNetstack(prof); err != nil {
+			d.close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -201,6 +215,52 @@ func listenLoopback(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("--proxy-listen: %w", err)
 	}
 	return ln, nil
+}
+
+// VMGateway is the gateway and DNS address the VM sees, and its subnet;
+// the VM is 10.0.2.15 (the QEMU user-network layout).
+func VMGateway() netip.Prefix { return netip.MustParsePrefix("10.0.2.2/24") }
+
+// buildNetstack attaches the VM's link and starts the userspace stack.
+func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
+	kind, arg, ok := strings.Cut(d.cfg.VM, ":")
+	if !ok || arg == "" {
+		return fmt.Errorf("--vm %q: want afpacket:IFNAME", d.cfg.VM)
+	}
+	var open func(string, uint32) (stack.LinkEndpoint, func() error, error)
+	switch kind {
+	case "afpacket":
+		open = netstack.OpenAFPacket
+	default:
+		return fmt.Errorf("--vm %q: link kind %q is not supported yet (supported: afpacket:IFNAME)", d.cfg.VM, kind)
+	}
+	upstreams := prof.DNS.Servers
+	if len(upstreams) == 0 {
+		conf, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+		if err != nil {
+			return fmt.Errorf("no dns.servers in the profile and no host resolver: %w", err)
+		}
+		for _, s := range conf.Servers {
+			upstreams = append(upstreams, net.JoinHostPort(s, conf.Port))
+		}
+	}
+	gw := netstack.NewDNSGateway(netstack.DNSConfig{Upstreams: upstreams, Static: prof.DNS.Hosts, Snoop: d.snoop, Policy: d.active, Logger: d.logger})
+	d.cfg.Components = append(d.cfg.Components, namedRunner{"vm " + d.cfg.VM, func(ctx context.Context) error {
+		ep, closeLink, err := open(arg, 1500)
+		if err != nil {
+			return err
+		}
+		defer closeLink()
+		st, err := netstack.New(netstack.Config{Gateway: VMGateway(), Decide: d, Names: d.snoop, Proxy: d.proxy,
+			DNS: gw, Intercept: prof.Egress.Intercepts(), Logger: d.logger}, ep)
+		if err != nil {
+			return err
+		}
+		<-ctx.Done()
+		st.Close()
+		return nil
+	}})
+	return nil
 }
 
 // namedRunner adapts a Run func to Component.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,61 +17,11 @@ import (
 
 	"guard/audit"
 	"guard/firewall"
+	"guard/internal/testnet"
 	"guard/internal/testpki"
 	"guard/proxy"
 	"guard/rules"
 )
-
-// run runs a command and fails the test on error.
-func run(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// vmNamespace makes a network namespace standing in for the VM: a veth
-// whose far end is inside it (10.77.0.2/24, default route and DNS via
-// 10.77.0.1), and returns the namespace and the host-side interface.
-func vmNamespace(t *testing.T) (ns, hostIf string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("the netns tests need root, as the sessions and CI have")
-	}
-	id := fmt.Sprintf("%d", os.Getpid()%100000)
-	ns, hostIf, vmIf := "gvm"+id, "gva"+id, "gvb"+id
-	exec.Command("ip", "netns", "del", ns).Run()
-	exec.Command("ip", "link", "del", hostIf).Run()
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() {
-		exec.Command("ip", "netns", "del", ns).Run()
-		exec.Command("ip", "link", "del", hostIf).Run()
-		os.RemoveAll(filepath.Join("/etc/netns", ns))
-	})
-	run(t, "ip", "link", "add", hostIf, "type", "veth", "peer", "name", vmIf)
-	run(t, "ip", "link", "set", vmIf, "netns", ns)
-	run(t, "ip", "link", "set", hostIf, "up")
-	run(t, "ip", "-n", ns, "addr", "add", "10.77.0.2/24", "dev", vmIf)
-	run(t, "ip", "-n", ns, "link", "set", vmIf, "up")
-	run(t, "ip", "-n", ns, "link", "set", "lo", "up")
-	run(t, "ip", "-n", ns, "route", "add", "default", "via", "10.77.0.1")
-	os.MkdirAll(filepath.Join("/etc/netns", ns), 0o755)
-	os.WriteFile(filepath.Join("/etc/netns", ns, "resolv.conf"), []byte("nameserver 10.77.0.1\n"), 0o644)
-	return ns, hostIf
-}
-
-// hostAddresses puts test "internet" addresses on the host's loopback
-// interface, where the test's servers listen.
-func hostAddresses(t *testing.T, addrs ...string) {
-	t.Helper()
-	for _, a := range addrs {
-		exec.Command("ip", "addr", "del", a+"/32", "dev", "lo").Run()
-		run(t, "ip", "addr", "add", a+"/32", "dev", "lo")
-		t.Cleanup(func() { exec.Command("ip", "addr", "del", a+"/32", "dev", "lo").Run() })
-	}
-}
 
 // decider is the daemon's DecideFlow in small: verdict plus event.
 type decider struct {
@@ -105,8 +54,8 @@ func (d *decider) all() []audit.Event {
 // HTTPS host through the transparent proxy, a plain TCP flow, and the
 // gateway itself, which is not a host.
 func TestVMInNamespace(t *testing.T) {
-	ns, hostIf := vmNamespace(t)
-	hostAddresses(t, "198.18.0.10", "198.18.0.11")
+	ns, hostIf := testnet.VM(t, netip.MustParsePrefix("10.77.0.2/24"), netip.MustParseAddr("10.77.0.1"))
+	testnet.HostAddresses(t, "198.18.0.10", "198.18.0.11")
 	pki := testpki.New(t)
 
 	serve := func(addr, name, body string) {
@@ -177,12 +126,7 @@ func TestVMInNamespace(t *testing.T) {
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(caFile, ca.CertificatePEM(), 0o644)
 
-	inVM := func(args ...string) (string, error) {
-		cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
-		cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	inVM := func(args ...string) (string, error) { return testnet.InVM(ns, args...) }
 	if out, err := inVM("getent", "hosts", "api.example.test"); err != nil || !strings.HasPrefix(out, "198.18.0.10") {
 		t.Fatalf("DNS through the gateway: %v %s", err, out)
 	}

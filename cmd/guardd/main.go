@@ -25,7 +25,7 @@ timeline, and serves the control socket that guardctl talks to.
 
 Usage:
   guardd --profile FILE [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
-         [--log-level LEVEL]
+         [--vm afpacket:IFNAME] [--log-level LEVEL]
   guardd --demo [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
 
 Flags:
@@ -42,6 +42,12 @@ Flags:
                      requests) on ADDR, a loopback address such as
                      127.0.0.1:3128; clients must trust the workspace CA
                      (guardctl ca export)
+  --vm afpacket:IFNAME
+                     be the VM's network (Linux, root): a userspace TCP/IP stack
+                     on a raw packet socket on IFNAME, the host end of a veth
+                     pair whose other end is the VM's interface. The VM is
+                     10.0.2.15/24 with gateway and DNS 10.0.2.2; every flow is
+                     decided by the rules, ports 80 and 443 go through the proxy
   --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr
   -h, --help         show this help
 
@@ -66,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "", "")
 	controlPath := fs.String("control", "", "")
 	proxyListen := fs.String("proxy-listen", "", "")
+	vm := fs.String("vm", "", "")
 	level := fs.String("log-level", "info", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -102,6 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		StateDir:    *stateDir,
 		ControlPath: *controlPath,
 		ProxyListen: *proxyListen,
+		VM:          *vm,
 		Logger:      logger,
 	})
 	if err != nil {

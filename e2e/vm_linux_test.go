@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"guard/internal/testnet"
+	"guard/internal/testpki"
+)
+
+// TestGuarddIsTheVMsNetwork runs guardd --vm afpacket: for a namespace
+// standing in for the VM, and real programs inside it: DNS through the
+// gateway, curl through the transparent proxy, and a hot rules change that
+// new flows see at once.
+func TestGuarddIsTheVMsNetwork(t *testing.T) {
+	ns, hostIf := testnet.VM(t, netip.MustParsePrefix("10.0.2.15/24"), netip.MustParseAddr("10.0.2.2"))
+	testnet.HostAddresses(t, "198.18.0.20")
+	pki := testpki.New(t)
+	ln, err := net.Listen("tcp", "198.18.0.20:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello from "+r.Host)
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "svc.example.test")}}}
+	go srv.ServeTLS(ln, "", "")
+	defer srv.Close()
+
+	dir := shortDir(t)
+	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
+	prof := writeFile(t, dir, "profile.json", `{"name":"vmtest",
+	  "egress":{"rules":"allow web svc.example.test read-only\ndefault deny\n","upstreamCAs":["upstream-ca.pem"]},
+	  "dns":{"servers":["127.0.0.1:9"],"hosts":{"svc.example.test":"198.18.0.20"}}}`)
+	g := startGuardd(t, "--profile", prof, "--vm", "afpacket:"+hostIf)
+	caPEM, _ := g.ctl(t, "ca", "export")
+	caFile := writeFile(t, dir, "ca.pem", caPEM)
+
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out, err = testnet.InVM(ns, "getent", "hosts", "svc.example.test"); err == nil {
+			break
+		}
+	}
+	if !strings.HasPrefix(out, "198.18.0.20") {
+		t.Fatalf("DNS through guardd: %v %s", err, out)
+	}
+	curl := func(args ...string) (string, error) {
+		return testnet.InVM(ns, append([]string{"curl", "-sS", "--max-time", "10", "--cacert", caFile}, args...)...)
+	}
+	if out, err := curl("https://svc.example.test/"); err != nil || out != "hello from svc.example.test" {
+		t.Fatalf("GET: %v %s", err, out)
+	}
+	if out, _ := curl("-X", "DELETE", "https://svc.example.test/"); !strings.Contains(out, "DELETE to svc.example.test blocked by guardrails") {
+		t.Fatalf("DELETE: %s", out)
+	}
+	// A new policy applies to the next flow.
+	deny := writeFile(t, dir, "deny.rules", "deny any 198.18.0.20\ndefault deny\n")
+	if out, code := g.ctl(t, "rules", "apply", deny); code != 0 {
+		t.Fatal(out)
+	}
+	if out, err := curl("https://svc.example.test/"); err == nil {
+		t.Fatalf("flow after the deny was applied: %s", out)
+	}
+	ev, _ := g.ctl(t, "events")
+	for _, want := range []string{"intercept l4 tcp svc.example.test (198.18.0.20) port 443", "deny l4 tcp svc.example.test (198.18.0.20) port 443"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("events lack %q:\n%s", want, ev)
+		}
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package netstack
+
+import (
+	"errors"
+
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// OpenAFPacket needs Linux packet sockets.
+func OpenAFPacket(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
+	return nil, nil, errors.New("afpacket:" + ifname + ": raw packet sockets need Linux")
+}
