@@ -291,6 +291,10 @@ func compile(prof *workspace.Profile, p *rules.Policy) (*firewall.Matcher, error
 		}
 		ex = append(ex, firewall.Exemption{Rule: r, Origin: "localInference"})
 	}
+	// QUIC would carry HTTP past the proxy; refused unless the user's rules
+	// allow it, so clients fall back to TCP where the proxy sees them.
+	ex = append(ex, firewall.Exemption{Origin: "quic", Last: true, Rule: rules.Rule{Action: rules.Deny, Proto: rules.UDP,
+		Target: rules.Target{Kind: rules.AnyTarget}, Ports: rules.PortSet{{Lo: 443, Hi: 443}}}})
 	return firewall.Compile(p, ex...), nil
 }
 
@@ -501,7 +505,11 @@ func (d *Daemon) ActiveRules() control.RulesView {
 	defer d.mu.Unlock()
 	v := control.RulesView{Text: rules.Format(m.Policy()), Source: d.rulesSource, Changed: d.rulesChanged}
 	for _, e := range m.Exemptions() {
-		v.Exemptions = append(v.Exemptions, e.Origin+": "+rules.FormatRule(&e.Rule))
+		where := "first"
+		if e.Last {
+			where = "last"
+		}
+		v.Exemptions = append(v.Exemptions, where+" ("+e.Origin+"): "+rules.FormatRule(&e.Rule))
 	}
 	return v
 }

@@ -144,7 +144,7 @@ func TestApplyChangesVerdictsOnlyWhenValid(t *testing.T) {
 	if view.Text != "allow tcp example.org\nallow tcp api.github.com:443\ndefault allow\n" || view.Source != "good.rules" {
 		t.Fatalf("rules show: %+v", view)
 	}
-	if len(view.Exemptions) != 1 || view.Exemptions[0] != "localInference: allow tcp 127.0.0.1:11434" {
+	if len(view.Exemptions) != 2 || view.Exemptions[0] != "first (localInference): allow tcp 127.0.0.1:11434" || view.Exemptions[1] != "last (quic): deny udp any:443" {
 		t.Fatalf("exemptions: %v", view.Exemptions)
 	}
 	res, _ = c.ApplyRules(ctx, []byte("allow tcp api.github.com:443\nallow tcp example.org\ndefault allow\n"), "x")
@@ -321,6 +321,23 @@ func TestFailingComponentStopsDaemon(t *testing.T) {
 	}
 	if _, err := os.Stat(d.controlPath); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("control socket left behind")
+	}
+}
+
+// TestQUICRefusedUnlessAllowed: UDP 443 would carry HTTP past the proxy;
+// the built-in last rule refuses it under default allow, and a user rule
+// can still allow it.
+func TestQUICRefusedUnlessAllowed(t *testing.T) {
+	_, c := startDaemon(t, Config{})
+	ctx := context.Background()
+	quic := control.CheckRequest{Proto: "udp", Hosts: []string{"video.example.test"}, Port: 443}
+	c.ApplyRules(ctx, []byte("default allow\n"), "t")
+	if got := check(t, c, quic); got != "deny quic: deny udp any:443" {
+		t.Fatalf("QUIC under default allow: %s", got)
+	}
+	c.ApplyRules(ctx, []byte("allow udp video.example.test:443\ndefault allow\n"), "t")
+	if got := check(t, c, quic); got != "allow line 1: allow udp video.example.test:443" {
+		t.Fatalf("QUIC allowed by a rule: %s", got)
 	}
 }
 

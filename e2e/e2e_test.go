@@ -235,7 +235,7 @@ func TestRulesApplyHotSwap(t *testing.T) {
 	}
 	out, _ = g.ctl(t, "rules", "show")
 	if !strings.HasSuffix(out, "allow tcp example.org:443\nallow tcp api.github.com:443\ndefault deny\n") ||
-		!strings.Contains(out, "# always first (localInference: allow tcp 127.0.0.1:11434)") {
+		!strings.Contains(out, "# always first (localInference): allow tcp 127.0.0.1:11434") {
 		t.Fatalf("show:\n%s", out)
 	}
 	// rules show is itself a rules file.

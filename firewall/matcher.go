@@ -9,13 +9,16 @@ import (
 	"guard/rules"
 )
 
-// Exemption is a rule placed before the user's rules, such as the
-// local-inference allowance from the profile, so that no user rule can
-// shadow it.
+// Exemption is a rule the policy carries besides the user's: placed before
+// them, such as the local-inference allowance, so that no user rule can
+// shadow it, or after them (Last), such as the refusal of QUIC, so that
+// any user rule can.
 type Exemption struct {
 	Rule rules.Rule
 	// Origin names where the rule comes from, e.g. "localInference".
 	Origin string
+	// Last places the rule after the user's rules, before the default.
+	Last bool
 }
 
 // compiledRule is a rule with what a decision needs precomputed.
@@ -65,11 +68,18 @@ func Compile(p *rules.Policy, exemptions ...Exemption) *Matcher {
 	}
 	m.rules = make([]compiledRule, 0, len(exemptions)+len(p.Rules))
 	for _, e := range exemptions {
-		m.add(&e.Rule, RuleRef{Line: e.Rule.Line, Text: rules.FormatRule(&e.Rule), Origin: e.Origin})
+		if !e.Last {
+			m.add(&e.Rule, RuleRef{Line: e.Rule.Line, Text: rules.FormatRule(&e.Rule), Origin: e.Origin})
+		}
 	}
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		m.add(r, RuleRef{Line: r.Line, Text: rules.FormatRule(r), Origin: OriginRules})
+	}
+	for _, e := range exemptions {
+		if e.Last {
+			m.add(&e.Rule, RuleRef{Line: e.Rule.Line, Text: rules.FormatRule(&e.Rule), Origin: e.Origin})
+		}
 	}
 	return m
 }

@@ -217,6 +217,8 @@ func (n *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 		return n.serveUDP(r, n.dnsReply)
 	}
 	f := firewall.Flow{Proto: firewall.UDP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
+	// QUIC (UDP 443) is refused by the policy's built-in last rule unless
+	// the user's rules allow it first; see daemon.
 	if v := n.cfg.Decide.DecideFlow(n.ctx, f, audit.LayerL4); v.Action == firewall.Deny || !dialable(dst) {
 		return false
 	}

@@ -124,8 +124,10 @@ func newRulesShowCmd(c *cli) *cobra.Command {
 		Use:   "show",
 		Short: "Print the active policy in canonical form",
 		Long: `show prints the policy guardd is enforcing, in canonical form: the output is
-itself a valid rules file. Rules the profile places before it (such as the
-local-inference exemption) are shown as comments at the top.`,
+itself a valid rules file. Rules guard places around it are shown as
+comments at the top: first, the profile's local-inference exemption; last
+(before the default), the refusal of QUIC, UDP port 443, which any rule of
+yours can override.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := c.client()
@@ -138,7 +140,7 @@ local-inference exemption) are shown as comments at the top.`,
 			}
 			fmt.Fprintf(c.stdout, "# active since %s, from %s\n", v.Changed.Local().Format("2006-01-02 15:04:05"), safe(v.Source))
 			for _, e := range v.Exemptions {
-				fmt.Fprintf(c.stdout, "# always first (%s)\n", safe(e))
+				fmt.Fprintf(c.stdout, "# always %s\n", safe(e))
 			}
 			fmt.Fprint(c.stdout, v.Text)
 			return nil
