@@ -1,0 +1,118 @@
+package netstack
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"guard/firewall"
+	"guard/internal/testnet"
+	"guard/rules"
+)
+
+// vmStack is a second gVisor stack playing the VM at 10.0.2.15, on the
+// other end of the QEMU link.
+func vmStack(t *testing.T, c net.Conn) *stack.Stack {
+	t.Helper()
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	ep := NewFrameEndpoint(NewQEMUConn(c), 1500, net.HardwareAddr{0x02, 0, 0, 0, 0, 0x15})
+	ctx, cancel := context.WithCancel(context.Background())
+	go ep.Run(ctx)
+	t.Cleanup(func() { cancel(); s.Close() })
+	if err := s.CreateNIC(1, ep); err != nil {
+		t.Fatal(err)
+	}
+	s.AddProtocolAddress(1, tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4([4]byte{10, 0, 2, 15}), PrefixLen: 24}}, stack.AddressProperties{})
+	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, Gateway: tcpip.AddrFrom4([4]byte{10, 0, 2, 2}), NIC: 1}})
+	return s
+}
+
+// TestQEMULinkCarriesFlows runs guard's stack on a QEMU stream link whose
+// other end is a VM stack: DNS to the gateway, an allowed TCP flow, and a
+// denied one, all through the length-prefixed framing.
+func TestQEMULinkCarriesFlows(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.31")
+	ln, err := net.Listen("tcp", "198.18.0.31:7001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "over qemu\n")
+			c.Close()
+		}
+	}()
+	guardSide, vmSide := socketpair(t)
+	pol, _ := rules.ParseString("allow tcp svc.example.test:7001\ndefault deny\n")
+	active := firewall.NewActive(firewall.Compile(pol))
+	dec := &decider{active: active}
+	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gw := NewDNSGateway(DNSConfig{Static: map[string]string{"svc.example.test": "198.18.0.31"}, Snoop: snoop, Policy: active, Logger: quiet})
+	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ep.Run(ctx)
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: dec, Names: snoop, DNS: gw, Logger: quiet}, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	vm := vmStack(t, vmSide)
+
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	uc, err := gonet.DialUDP(vm, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{10, 0, 2, 2}), Port: 53}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := new(dns.Msg).SetQuestion("svc.example.test.", dns.TypeA).Pack()
+	uc.SetDeadline(time.Now().Add(10 * time.Second))
+	uc.Write(q)
+	buf := make([]byte, 512)
+	n, err := uc.Read(buf)
+	if err != nil {
+		t.Fatalf("DNS over the QEMU link: %v", err)
+	}
+	resp := new(dns.Msg)
+	if resp.Unpack(buf[:n]) != nil || len(resp.Answer) != 1 || resp.Answer[0].(*dns.A).A.String() != "198.18.0.31" {
+		t.Fatalf("DNS answer: %v", resp)
+	}
+	uc.Close()
+
+	c, err := gonet.DialContextTCP(dctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 31}), Port: 7001}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatalf("allowed flow: %v", err)
+	}
+	got, _ := io.ReadAll(c)
+	c.Close()
+	if string(got) != "over qemu\n" {
+		t.Fatalf("allowed flow read %q", got)
+	}
+	if _, err := gonet.DialContextTCP(dctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 31}), Port: 7002}, ipv4.ProtocolNumber); err == nil {
+		t.Fatal("a denied flow connected")
+	}
+}
