@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"github.com/miekg/dns"
-	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"context"
 	"errors"
@@ -225,14 +224,7 @@ func VMGateway() netip.Prefix { return netip.MustParsePrefix("10.0.2.2/24") }
 func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 	kind, arg, ok := strings.Cut(d.cfg.VM, ":")
 	if !ok || arg == "" {
-		return fmt.Errorf("--vm %q: want afpacket:IFNAME", d.cfg.VM)
-	}
-	var open func(string, uint32) (stack.LinkEndpoint, func() error, error)
-	switch kind {
-	case "afpacket":
-		open = netstack.OpenAFPacket
-	default:
-		return fmt.Errorf("--vm %q: link kind %q is not supported yet (supported: afpacket:IFNAME)", d.cfg.VM, kind)
+		return fmt.Errorf("--vm %q: want qemu:PATH, vfkit:PATH or afpacket:IFNAME", d.cfg.VM)
 	}
 	upstreams := prof.DNS.Servers
 	if len(upstreams) == 0 {
@@ -245,22 +237,92 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 		}
 	}
 	gw := netstack.NewDNSGateway(netstack.DNSConfig{Upstreams: upstreams, Static: prof.DNS.Hosts, Snoop: d.snoop, Policy: d.active, Logger: d.logger})
-	d.cfg.Components = append(d.cfg.Components, namedRunner{"vm " + d.cfg.VM, func(ctx context.Context) error {
-		ep, closeLink, err := open(arg, 1500)
-		if err != nil {
-			return err
+	stackCfg := netstack.Config{Gateway: VMGateway(), Decide: d, Names: d.snoop, Proxy: d.proxy,
+		DNS: gw, Intercept: prof.Egress.Intercepts(), Logger: d.logger}
+	var run func(ctx context.Context) error
+	switch kind {
+	case "afpacket":
+		run = func(ctx context.Context) error {
+			ep, closeLink, err := netstack.OpenAFPacket(arg, 1500)
+			if err != nil {
+				return err
+			}
+			defer closeLink()
+			st, err := netstack.New(stackCfg, ep)
+			if err != nil {
+				return err
+			}
+			<-ctx.Done()
+			st.Close()
+			return nil
 		}
-		defer closeLink()
-		st, err := netstack.New(netstack.Config{Gateway: VMGateway(), Decide: d, Names: d.snoop, Proxy: d.proxy,
-			DNS: gw, Intercept: prof.Egress.Intercepts(), Logger: d.logger}, ep)
+	case "qemu":
+		ln, err := listenUnix(arg)
 		if err != nil {
-			return err
+			return fmt.Errorf("--vm %s: %w", d.cfg.VM, err)
 		}
-		<-ctx.Done()
-		st.Close()
-		return nil
-	}})
+		run = func(ctx context.Context) error {
+			go func() { <-ctx.Done(); ln.Close() }()
+			// One VM at a time; a reboot reconnects.
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if err := serveFrames(ctx, netstack.NewQEMUConn(c), stackCfg); err != nil {
+					d.logger.Info("VM link ended", "link", d.cfg.VM, "err", err)
+				}
+			}
+		}
+	case "vfkit":
+		os.Remove(arg)
+		c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: arg, Net: "unixgram"})
+		if err != nil {
+			return fmt.Errorf("--vm %s: %w", d.cfg.VM, err)
+		}
+		os.Chmod(arg, 0o600)
+		run = func(ctx context.Context) error {
+			defer os.Remove(arg)
+			return serveFrames(ctx, netstack.NewVfkitConn(c), stackCfg)
+		}
+	default:
+		return fmt.Errorf("--vm %q: link kind %q is not supported (qemu:PATH, vfkit:PATH or afpacket:IFNAME)", d.cfg.VM, kind)
+	}
+	d.cfg.Components = append(d.cfg.Components, namedRunner{"vm " + d.cfg.VM, run})
 	return nil
+}
+
+// serveFrames runs a stack on one frame link until the link or ctx ends.
+func serveFrames(ctx context.Context, fc netstack.FrameConn, cfg netstack.Config) error {
+	ep := netstack.NewFrameEndpoint(fc, 1500, netstack.GatewayMAC())
+	st, err := netstack.New(cfg, ep)
+	if err != nil {
+		fc.Close()
+		return err
+	}
+	defer st.Close()
+	return ep.Run(ctx)
+}
+
+// listenUnix listens on a unix stream socket for the VM's link, 0600.
+func listenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		os.Remove(path)
+	}
+	old := syscall.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 // namedRunner adapts a Run func to Component.

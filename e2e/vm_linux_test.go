@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,35 @@ func TestGuarddIsTheVMsNetwork(t *testing.T) {
 		if !strings.Contains(ev, want) {
 			t.Errorf("events lack %q:\n%s", want, ev)
 		}
+	}
+}
+
+// TestQEMULinkSocket: guardd --vm qemu:PATH listens (0600) for the VM; a
+// VM that sends garbage loses its link, and the next one can connect.
+func TestQEMULinkSocket(t *testing.T) {
+	dir := shortDir(t)
+	sock := dir + "/vm.sock"
+	g := startGuardd(t, "--demo", "--vm", "qemu:"+sock)
+	st, err := os.Stat(sock)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("link socket: %v %v", st, err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3})
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a garbage frame did not end the link")
+	}
+	c.Close()
+	c2, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("second VM: %v", err)
+	}
+	c2.Close()
+	if out, _ := g.ctl(t, "status"); !strings.Contains(out, "vm qemu:"+sock) || !strings.Contains(out, "running") {
+		t.Fatalf("status:\n%s", out)
 	}
 }

@@ -10,11 +10,6 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
-// GatewayMAC is the gateway's link address: locally administered, and not
-// the host interface's own, so that the host kernel treats the VM's frames
-// as someone else's and never routes them itself.
-func GatewayMAC() net.HardwareAddr { return net.HardwareAddr{0x02, 0x67, 0x75, 0x61, 0x72, 0x64} }
-
 // OpenAFPacket attaches to ifname (the host end of a veth pair) with a raw
 // packet socket, the afpacket:IFNAME link. Checksums of frames from the VM
 // are not verified: a veth carries partial checksums, and the frames never

@@ -18,6 +18,11 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
+// GatewayMAC is the gateway's link address: locally administered, and not
+// a host interface's own, so that on a veth the host kernel treats the VM's
+// frames as someone else's and never routes them itself.
+func GatewayMAC() net.HardwareAddr { return net.HardwareAddr{0x02, 0x67, 0x75, 0x61, 0x72, 0x64} }
+
 // FrameConn carries whole Ethernet frames to and from a VM.
 type FrameConn interface {
 	// ReadFrame reads one frame into buf and returns its length.

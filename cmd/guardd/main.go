@@ -25,7 +25,7 @@ timeline, and serves the control socket that guardctl talks to.
 
 Usage:
   guardd --profile FILE [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
-         [--vm afpacket:IFNAME] [--log-level LEVEL]
+         [--vm LINK] [--log-level LEVEL]
   guardd --demo [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
 
 Flags:
@@ -42,12 +42,16 @@ Flags:
                      requests) on ADDR, a loopback address such as
                      127.0.0.1:3128; clients must trust the workspace CA
                      (guardctl ca export)
-  --vm afpacket:IFNAME
-                     be the VM's network (Linux, root): a userspace TCP/IP stack
-                     on a raw packet socket on IFNAME, the host end of a veth
-                     pair whose other end is the VM's interface. The VM is
-                     10.0.2.15/24 with gateway and DNS 10.0.2.2; every flow is
-                     decided by the rules, ports 80 and 443 go through the proxy
+  --vm LINK          be the VM's only network: a userspace TCP/IP stack on LINK.
+                     The VM is 10.0.2.15/24 with gateway and DNS 10.0.2.2; every
+                     flow is decided by the rules, ports 80 and 443 go through
+                     the proxy, QUIC is refused unless a rule allows it. LINK:
+                       qemu:PATH       a unix stream socket guardd listens on;
+                                       QEMU connects with -netdev stream,
+                                       server=off,addr.type=unix,addr.path=PATH
+                       vfkit:PATH      a unixgram socket (vfkit, and
+                                       Virtualization.framework file handles)
+                       afpacket:IFNAME the host end of a veth pair (Linux, root)
   --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr
   -h, --help         show this help
 
