@@ -56,6 +56,9 @@ type Config struct {
 	// VM attaches the VM's link (guardd --vm), e.g. "afpacket:veth0";
 	// empty for none.
 	VM string
+	// Netns makes a network namespace for the agent, wired to guardd's
+	// stack (guardd --netns); it replaces VM.
+	Netns string
 	// Components are started by Run.
 	Components []Component
 }
@@ -88,6 +91,7 @@ type Daemon struct {
 	compStates map[string]string
 
 	proxyAddr string // the explicit proxy's address, when listening
+	netns     *vmNamespace
 }
 
 // New loads the profile, prepares the state directory, takes the workspace
@@ -155,7 +159,18 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.close()
 		return nil, err
 	}
-	if cfg.VM != "" {
+	if cfg.Netns != "" {
+		if cfg.VM != "" {
+			d.close()
+			return nil, errors.New("--netns and --vm are exclusive: --netns makes its own link")
+		}
+		if d.netns, err = createNamespace(cfg.Netns); err != nil {
+			d.close()
+			return nil, err
+		}
+		d.cfg.VM = "afpacket:" + d.netns.hostIf
+	}
+	if d.cfg.VM != "" {
 		if err := d.buildNetstack(prof); err != nil {
 			d.close()
 			return nil, err
@@ -402,6 +417,10 @@ func (d *Daemon) unlock() {
 }
 
 func (d *Daemon) close() {
+	if d.netns != nil {
+		d.netns.remove()
+		d.netns = nil
+	}
 	if d.events != nil {
 		d.events.Close()
 	}

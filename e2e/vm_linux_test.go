@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +105,44 @@ func TestQEMULinkSocket(t *testing.T) {
 	c2.Close()
 	if out, _ := g.ctl(t, "status"); !strings.Contains(out, "vm qemu:"+sock) || !strings.Contains(out, "running") {
 		t.Fatalf("status:\n%s", out)
+	}
+}
+
+// TestNetnsForTheAgent: guardd --netns makes the agent's namespace, whose
+// programs reach the world only through guardd, and removes it on exit.
+func TestNetnsForTheAgent(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.21")
+	pki := testpki.New(t)
+	ln, err := net.Listen("tcp", "198.18.0.21:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "agent reached "+r.Host)
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "api.example.test")}}}
+	go srv.ServeTLS(ln, "", "")
+	defer srv.Close()
+	dir := shortDir(t)
+	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
+	prof := writeFile(t, dir, "profile.json", `{"name":"nstest",
+	  "egress":{"rules":"allow tcp api.example.test:443\ndefault deny\n","upstreamCAs":["upstream-ca.pem"]},
+	  "dns":{"servers":["127.0.0.1:9"],"hosts":{"api.example.test":"198.18.0.21"}}}`)
+	ns := fmt.Sprintf("gtest%d", os.Getpid()%100000)
+	exec.Command("ip", "netns", "del", ns).Run()
+	g := startGuardd(t, "--profile", prof, "--netns", ns)
+	caPEM, _ := g.ctl(t, "ca", "export")
+	caFile := writeFile(t, dir, "ca.pem", caPEM)
+	out, err := testnet.InVM(ns, "curl", "-sS", "--max-time", "10", "--cacert", caFile, "https://api.example.test/")
+	if err != nil || out != "agent reached api.example.test" {
+		t.Fatalf("curl in the namespace: %v %s", err, out)
+	}
+	if out, err := testnet.InVM(ns, "curl", "-sS", "--max-time", "5", "http://198.18.0.21:443/"); err == nil {
+		t.Fatalf("plain HTTP on 443 passed: %s", out)
+	}
+	if err := g.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := os.Stat("/run/netns/" + ns); !os.IsNotExist(err) {
+		t.Fatalf("namespace left behind: %v", err)
 	}
 }

@@ -25,7 +25,7 @@ timeline, and serves the control socket that guardctl talks to.
 
 Usage:
   guardd --profile FILE [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
-         [--vm LINK] [--log-level LEVEL]
+         [--vm LINK | --netns NAME] [--log-level LEVEL]
   guardd --demo [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
 
 Flags:
@@ -52,6 +52,9 @@ Flags:
                        vfkit:PATH      a unixgram socket (vfkit, and
                                        Virtualization.framework file handles)
                        afpacket:IFNAME the host end of a veth pair (Linux, root)
+  --netns NAME       make network namespace NAME for the agent (Linux, root):
+                     eth0 at 10.0.2.15/24, default route and DNS through guardd,
+                     removed when guardd stops. Then: ip netns exec NAME curl ...
   --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr
   -h, --help         show this help
 
@@ -77,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	controlPath := fs.String("control", "", "")
 	proxyListen := fs.String("proxy-listen", "", "")
 	vm := fs.String("vm", "", "")
+	netns := fs.String("netns", "", "")
 	level := fs.String("log-level", "info", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -114,6 +118,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ControlPath: *controlPath,
 		ProxyListen: *proxyListen,
 		VM:          *vm,
+		Netns:       *netns,
 		Logger:      logger,
 	})
 	if err != nil {

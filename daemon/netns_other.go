@@ -1,0 +1,13 @@
+//go:build !linux
+
+package daemon
+
+import "errors"
+
+type vmNamespace struct{ hostIf string }
+
+func createNamespace(name string) (*vmNamespace, error) {
+	return nil, errors.New("--netns needs Linux network namespaces")
+}
+
+func (ns *vmNamespace) remove() {}
