@@ -130,6 +130,10 @@ func TestVMInNamespace(t *testing.T) {
 	if out, err := inVM("getent", "hosts", "api.example.test"); err != nil || !strings.HasPrefix(out, "198.18.0.10") {
 		t.Fatalf("DNS through the gateway: %v %s", err, out)
 	}
+	// DNS over TCP to the gateway, as resolvers do for large answers.
+	if out, err := inVM("bash", "-c", `printf '\x00\x22\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x07example\x04test\x00\x00\x01\x00\x01' | timeout 5 bash -c 'exec 3<>/dev/tcp/10.77.0.1/53; cat >&3; head -c 2 <&3 | od -An -tu1'`); err != nil || strings.TrimSpace(out) == "" {
+		t.Fatalf("DNS over TCP: %v %q", err, out)
+	}
 	if out, err := inVM("curl", "-sS", "--max-time", "10", "--cacert", caFile, "https://api.example.test/"); err != nil || out != "api GET api.example.test" {
 		t.Fatalf("allowed HTTPS: %v %s", err, out)
 	}

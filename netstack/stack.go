@@ -95,8 +95,22 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 		HandleLocal:        false,
 	})
+	// TCP tuning, after tailscale's netstack: SACK on; RACK off (its loss
+	// recovery is slow in gVisor); Reno, since cubic's window can overflow
+	// (gVisor #11632); receive buffers up to 8 MiB with moderation, send
+	// buffers up to 6 MiB.
 	sack := tcpip.TCPSACKEnabled(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	recovery := tcpip.TCPRecovery(0)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &recovery)
+	reno := tcpip.CongestionControlOption("reno")
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &reno)
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 6 << 20}
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel}
 	// Handlers go in before the NIC: attaching the link starts delivery.
@@ -140,9 +154,20 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	dst := addrOfTCPIP(id.LocalAddress)
 	port := id.LocalPort
 	if dst == n.cfg.Gateway.Addr() {
-		// The gateway is not a host: only its DNS service answers, and
-		// only over UDP for now.
-		r.Complete(true)
+		// The gateway is not a host: only its DNS service answers.
+		if port != 53 || n.cfg.DNS == nil {
+			r.Complete(true)
+			return
+		}
+		var wq waiter.Queue
+		ep, err := r.CreateEndpoint(&wq)
+		if err != nil {
+			r.Complete(true)
+			return
+		}
+		r.Complete(false)
+		conn := gonet.NewTCPConn(&wq, ep)
+		n.wg.Go(func() { n.serveDNSOverTCP(conn) })
 		return
 	}
 	f := firewall.Flow{Proto: firewall.TCP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
@@ -247,6 +272,22 @@ func (n *Stack) dnsReply(q []byte) []byte {
 		return nil
 	}
 	return out
+}
+
+// serveDNSOverTCP answers length-prefixed DNS messages on one connection.
+func (n *Stack) serveDNSOverTCP(c net.Conn) {
+	defer c.Close()
+	dc := &dns.Conn{Conn: c}
+	for {
+		c.SetReadDeadline(time.Now().Add(udpIdle))
+		req, err := dc.ReadMsg()
+		if err != nil {
+			return
+		}
+		if err := dc.WriteMsg(n.cfg.DNS.Answer(n.ctx, req)); err != nil {
+			return
+		}
+	}
 }
 
 // serveUDP answers each datagram of a VM flow with reply, until idle.
