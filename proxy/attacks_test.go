@@ -71,15 +71,15 @@ func rawHTTP(t *testing.T, r *rig, dst netip.AddrPort, req string) (int, string)
 	return resp.StatusCode, string(b)
 }
 
-// the upstream pool is keyed by Host:port, not by the original
-// destination, so a request decided for IP B is sent over a connection
-// dialled to IP A.
+// TestPooledConnectionNotReusedAcrossDestinations: http.Transport pools by
+// Host:port, not by the original destination; a request decided for IP B
+// must not be sent over a connection dialled to IP A.
 func TestPooledConnectionNotReusedAcrossDestinations(t *testing.T) {
 	wiki, other := &recorder{name: "wiki"}, &recorder{name: "other"}
 	a := plainOnPort(t, "127.0.0.2", 0, wiki)
 	b := plainOnPort(t, "127.0.0.3", int(a.Port()), other)
 	names := staticNames{a.Addr(): {"wiki.test"}, b.Addr(): {"other.test"}}
-	r := startRig(t, rigOptions{rules: "deny web wiki.test POST,PUT,DELETE\ndefault allow\n", names: names})
+	r := startRig(t, rigOptions{rules: "deny web wiki.test POST,PUT,DELETE\nallow any 127.0.0.2\nallow any 127.0.0.3\ndefault allow\n", names: names})
 
 	// Control: POST straight at the wiki is refused.
 	code, body := rawHTTP(t, r, a, "POST /direct HTTP/1.1\r\nHost: wiki.test\r\nContent-Length: 1\r\n\r\nx")
@@ -103,9 +103,13 @@ func TestPooledConnectionNotReusedAcrossDestinations(t *testing.T) {
 			t.Errorf("wiki (deny web ... POST) received %q through a pooled connection", s)
 		}
 	}
+	if got := other.got(); len(got) != 1 || got[0] != "POST /smuggled" {
+		t.Errorf("the POST should have gone to the address it was decided for; other saw %v", got)
+	}
 }
 
-// the same over TLS when the Host's certificate is served on both
+// TestPooledTLSConnectionNotReusedAcrossDestinations: the same over TLS
+// when the Host's certificate is served on both
 // addresses and an IP web rule restricts one of them.
 func TestPooledTLSConnectionNotReusedAcrossDestinations(t *testing.T) {
 	pki := testpki.New(t)
@@ -114,14 +118,14 @@ func TestPooledTLSConnectionNotReusedAcrossDestinations(t *testing.T) {
 	// Same port on another address.
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.3:%d", ua.addr.Port()))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	srvB := &http.Server{Handler: rb, TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "shared.test")}}}
 	go srvB.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srvB.Close() })
 	bAddr := netip.MustParseAddrPort(ln.Addr().String())
 
-	r := startRig(t, rigOptions{rules: "deny web 127.0.0.2 POST\ndefault allow\n", upstreamCAs: pki.Pool})
+	r := startRig(t, rigOptions{rules: "deny web 127.0.0.2 POST\nallow any 127.0.0.3\ndefault allow\n", upstreamCAs: pki.Pool})
 	u := fmt.Sprintf("https://shared.test:%d/", ua.addr.Port())
 	cA := r.transparentClient(ua.addr, false)
 	resp, err := cA.Post(u+"direct", "text/plain", strings.NewReader("x"))
@@ -148,6 +152,9 @@ func TestPooledTLSConnectionNotReusedAcrossDestinations(t *testing.T) {
 		if strings.HasPrefix(s, "POST") {
 			t.Errorf("A (deny web 127.0.0.2 POST) received %q", s)
 		}
+	}
+	if got := rb.got(); len(got) != 1 || got[0] != "POST /smuggled" {
+		t.Errorf("the POST should have gone to B; B saw %v", got)
 	}
 }
 
