@@ -351,7 +351,8 @@ func explicitGet(t *testing.T, r *rig, u string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// a connection busy while the policy changes goes back to the idle pool
+// TestPolicyChangeRetiresBusyConnections: a connection busy while the
+// policy changes goes back to the idle pool
 // afterwards and is reused for an address the new policy denies.
 func TestPolicyChangeRetiresBusyConnections(t *testing.T) {
 	rec := &recorder{name: "internal"}
@@ -362,7 +363,7 @@ func TestPolicyChangeRetiresBusyConnections(t *testing.T) {
 		rec.ServeHTTP(w, r)
 	})
 	a := plainOnPort(t, "127.0.0.2", 0, slow)
-	r := startRig(t, rigOptions{rules: "default allow\n", hosts: map[string]string{"plain.test": "127.0.0.2"}})
+	r := startRig(t, rigOptions{rules: "allow any 127.0.0.0/8\ndefault allow\n", hosts: map[string]string{"plain.test": "127.0.0.2"}})
 	u := fmt.Sprintf("http://plain.test:%d", a.Port())
 	done := make(chan struct{})
 	go func() {
@@ -371,7 +372,7 @@ func TestPolicyChangeRetiresBusyConnections(t *testing.T) {
 		t.Logf("slow: %d %s", code, body)
 	}()
 	time.Sleep(150 * time.Millisecond)
-	pol, _ := rules.ParseString("deny any 127.0.0.2\ndefault allow\n")
+	pol, _ := rules.ParseString("deny any 127.0.0.2\nallow any 127.0.0.0/8\ndefault allow\n")
 	r.p.cfg.Policy.(*firewall.Active).Swap(firewall.Compile(pol))
 	r.p.PolicyChanged()
 	<-done
@@ -382,9 +383,13 @@ func TestPolicyChangeRetiresBusyConnections(t *testing.T) {
 			t.Errorf("request reached 127.0.0.2 after 'deny any 127.0.0.2' was applied")
 		}
 	}
+	if got := rec.got(); len(got) == 0 || got[0] != "GET /slow" {
+		t.Errorf("the request before the change should have reached the upstream: %v", got)
+	}
 }
 
-// as above, but any other request in between resets http.Transport's
+// TestPolicyChangeRetiresReturningConnections: as above, but any other
+// request in between resets http.Transport's
 // closeIdle flag; and over HTTP/2 a busy connection is never closed.
 func TestPolicyChangeRetiresReturningConnections(t *testing.T) {
 	rec := &recorder{name: "internal"}
@@ -396,7 +401,7 @@ func TestPolicyChangeRetiresReturningConnections(t *testing.T) {
 	})
 	a := plainOnPort(t, "127.0.0.2", 0, slow)
 	other := plainOnPort(t, "127.0.0.3", 0, &recorder{name: "other"})
-	r := startRig(t, rigOptions{rules: "default allow\n", hosts: map[string]string{"plain.test": "127.0.0.2", "other.test": "127.0.0.3"}})
+	r := startRig(t, rigOptions{rules: "allow any 127.0.0.0/8\ndefault allow\n", hosts: map[string]string{"plain.test": "127.0.0.2", "other.test": "127.0.0.3"}})
 	u := fmt.Sprintf("http://plain.test:%d", a.Port())
 	done := make(chan struct{})
 	go func() {
@@ -404,7 +409,7 @@ func TestPolicyChangeRetiresReturningConnections(t *testing.T) {
 		explicitGet(t, r, u+"/slow")
 	}()
 	time.Sleep(150 * time.Millisecond)
-	pol, _ := rules.ParseString("deny any 127.0.0.2\ndefault allow\n")
+	pol, _ := rules.ParseString("deny any 127.0.0.2\nallow any 127.0.0.0/8\ndefault allow\n")
 	r.p.cfg.Policy.(*firewall.Active).Swap(firewall.Compile(pol))
 	r.p.PolicyChanged()
 	explicitGet(t, r, fmt.Sprintf("http://other.test:%d/unrelated", other.Port()))
@@ -416,6 +421,9 @@ func TestPolicyChangeRetiresReturningConnections(t *testing.T) {
 			t.Errorf("request reached 127.0.0.2 after 'deny any 127.0.0.2' was applied")
 		}
 	}
+	if got := rec.got(); len(got) == 0 || got[0] != "GET /slow" {
+		t.Errorf("the request before the change should have reached the upstream: %v", got)
+	}
 
 	// HTTP/2 upstream with a long request in flight.
 	pki := testpki.New(t)
@@ -426,12 +434,12 @@ func TestPolicyChangeRetiresReturningConnections(t *testing.T) {
 		}
 		rec2.ServeHTTP(w, r)
 	}))
-	r2 := startRig(t, rigOptions{rules: "default allow\n", hosts: map[string]string{"h2.test": "127.0.0.4"}, upstreamCAs: pki.Pool})
+	r2 := startRig(t, rigOptions{rules: "allow any 127.0.0.0/8\ndefault allow\n", hosts: map[string]string{"h2.test": "127.0.0.4"}, upstreamCAs: pki.Pool})
 	u2 := fmt.Sprintf("https://h2.test:%d", h2.addr.Port())
 	done2 := make(chan struct{})
 	go func() { defer close(done2); explicitGet(t, r2, u2+"/longpoll") }()
 	time.Sleep(200 * time.Millisecond)
-	r2.p.cfg.Policy.(*firewall.Active).Swap(firewall.Compile(must(rules.ParseString("deny any 127.0.0.4\ndefault allow\n"))))
+	r2.p.cfg.Policy.(*firewall.Active).Swap(firewall.Compile(must(rules.ParseString("deny any 127.0.0.4\nallow any 127.0.0.0/8\ndefault allow\n"))))
 	r2.p.PolicyChanged()
 	code, body = explicitGet(t, r2, u2+"/after-deny")
 	<-done2
@@ -440,6 +448,9 @@ func TestPolicyChangeRetiresReturningConnections(t *testing.T) {
 		if strings.Contains(s, "after-deny") {
 			t.Errorf("request reached 127.0.0.4 after 'deny any 127.0.0.4' was applied")
 		}
+	}
+	if got := rec2.got(); len(got) == 0 || got[0] != "GET /longpoll" {
+		t.Errorf("the request before the change should have reached the upstream: %v", got)
 	}
 }
 
