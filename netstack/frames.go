@@ -144,7 +144,7 @@ type FrameEndpoint struct {
 
 // NewFrameEndpoint makes the endpoint; call Run to move frames.
 func NewFrameEndpoint(fc FrameConn, mtu uint32, mac net.HardwareAddr) *FrameEndpoint {
-	ch := channel.New(1024, mtu, tcpip.LinkAddress(mac))
+	ch := channel.New(4096, mtu, tcpip.LinkAddress(mac))
 	return &FrameEndpoint{LinkEndpoint: ethernet.New(ch), ch: ch, fc: fc}
 }
 

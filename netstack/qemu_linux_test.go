@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,5 +117,80 @@ func TestQEMULinkCarriesFlows(t *testing.T) {
 	}
 	if _, err := gonet.DialContextTCP(dctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 31}), Port: 7002}, ipv4.ProtocolNumber); err == nil {
 		t.Fatal("a denied flow connected")
+	}
+}
+
+// TestManyFlowsLeaveNothingBehind opens 10,000 concurrent flows from the
+// VM, half to an allowed destination and half denied, and checks that
+// every one is answered and that no goroutine outlives its flow.
+func TestManyFlowsLeaveNothingBehind(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.32")
+	ln, err := net.Listen("tcp", "198.18.0.32:7003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	guardSide, vmSide := socketpair(t)
+	pol, _ := rules.ParseString("allow tcp 198.18.0.32:7003\ndefault deny\n")
+	active := firewall.NewActive(firewall.Compile(pol))
+	dec := &decider{active: active}
+	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ep.Run(ctx)
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: dec, Names: snoop, Logger: quiet}, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	vm := vmStack(t, vmSide)
+	before := runtime.NumGoroutine()
+
+	const flows = 10000
+	var wg sync.WaitGroup
+	var answered, connected atomic.Int32
+	sem := make(chan struct{}, flows) // all at once
+	for i := range flows {
+		port := uint16(7003)
+		if i%2 == 1 {
+			port = 7004 // denied
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer dcancel()
+			c, err := gonet.DialContextTCP(dctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 32}), Port: port}, ipv4.ProtocolNumber)
+			if dctx.Err() == nil {
+				answered.Add(1)
+			}
+			if err == nil {
+				connected.Add(1)
+				io.Copy(io.Discard, c)
+				c.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if answered.Load() != flows || connected.Load() != flows/2 {
+		t.Fatalf("%d of %d answered, %d connected (want %d)", answered.Load(), flows, connected.Load(), flows/2)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for runtime.NumGoroutine() > before+20 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+20 {
+		t.Fatalf("%d goroutines after the flows ended, %d before", n, before)
 	}
 }

@@ -111,6 +111,11 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
+	// The stack closes first whenever the far server does, so it holds
+	// TIME-WAIT for flows the VM will reuse the 4-tuple of; a short wait
+	// keeps a busy VM's new connection from meeting an old one.
+	timeWait := tcpip.TCPTimeWaitTimeoutOption(time.Second)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &timeWait)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel}
 	// Handlers go in before the NIC: attaching the link starts delivery.
