@@ -160,7 +160,11 @@ func TestManyFlowsLeaveNothingBehind(t *testing.T) {
 	const flows = 10000
 	var wg sync.WaitGroup
 	var answered, connected atomic.Int32
-	sem := make(chan struct{}, flows) // all at once
+	concurrent := flows // all at once
+	if raceEnabled {
+		concurrent = 1000 // the race detector caps live goroutines at 8128
+	}
+	sem := make(chan struct{}, concurrent)
 	for i := range flows {
 		port := uint16(7003)
 		if i%2 == 1 {
@@ -171,7 +175,15 @@ func TestManyFlowsLeaveNothingBehind(t *testing.T) {
 			defer func() { <-sem }()
 			dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 			defer dcancel()
-			c, err := gonet.DialContextTCP(dctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 32}), Port: port}, ipv4.ProtocolNumber)
+			dst := tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 32}), Port: port}
+			c, err := gonet.DialContextTCP(dctx, vm, dst, ipv4.ProtocolNumber)
+			if err != nil && port == 7003 && dctx.Err() == nil {
+				// The VM stack here reuses 4-tuples far faster than a
+				// kernel would, and may meet its previous connection in
+				// TIME-WAIT; a client retries, as this one does once.
+				time.Sleep(1500 * time.Millisecond)
+				c, err = gonet.DialContextTCP(dctx, vm, dst, ipv4.ProtocolNumber)
+			}
 			if dctx.Err() == nil {
 				answered.Add(1)
 			}

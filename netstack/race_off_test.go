@@ -1,0 +1,5 @@
+//go:build !race
+
+package netstack
+
+const raceEnabled = false
