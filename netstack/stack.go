@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -24,6 +23,7 @@ import (
 
 	"guard/audit"
 	"guard/firewall"
+	"guard/internal/relay"
 )
 
 // Decider decides a new flow and records it; the daemon's DecideFlow.
@@ -164,15 +164,9 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 			r.Complete(true)
 			return
 		}
-		var wq waiter.Queue
-		ep, err := r.CreateEndpoint(&wq)
-		if err != nil {
-			r.Complete(true)
-			return
+		if conn, ok := accept(r); ok {
+			n.wg.Go(func() { n.serveDNSOverTCP(conn) })
 		}
-		r.Complete(false)
-		conn := gonet.NewTCPConn(&wq, ep)
-		n.wg.Go(func() { n.serveDNSOverTCP(conn) })
 		return
 	}
 	f := firewall.Flow{Proto: firewall.TCP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
@@ -181,14 +175,10 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
-	var wq waiter.Queue
-	ep, err := r.CreateEndpoint(&wq)
-	if err != nil {
-		r.Complete(true)
+	conn, ok := accept(r)
+	if !ok {
 		return
 	}
-	r.Complete(false)
-	conn := gonet.NewTCPConn(&wq, ep)
 	release := n.cfg.Names.Hold(dst)
 	original := netip.AddrPortFrom(dst, port)
 	n.wg.Go(func() {
@@ -199,6 +189,18 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		}
 		n.splice(conn, original)
 	})
+}
+
+// accept completes the VM's handshake; a failure is a RST.
+func accept(r *tcp.ForwarderRequest) (net.Conn, bool) {
+	var wq waiter.Queue
+	ep, err := r.CreateEndpoint(&wq)
+	if err != nil {
+		r.Complete(true)
+		return nil, false
+	}
+	r.Complete(false)
+	return gonet.NewTCPConn(&wq, ep), true
 }
 
 // splice dials an allowed destination directly and relays.
@@ -214,20 +216,7 @@ func (n *Stack) splice(vm net.Conn, dst netip.AddrPort) {
 		return
 	}
 	defer up.Close()
-	done := make(chan struct{}, 2)
-	cp := func(dstc, src net.Conn) {
-		io.Copy(dstc, src)
-		if cw, ok := dstc.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dstc.Close()
-		}
-		done <- struct{}{}
-	}
-	go cp(up, vm)
-	go cp(vm, up)
-	<-done
-	<-done
+	relay.Both(vm, up)
 }
 
 // dialable refuses destinations that would land on the host itself.

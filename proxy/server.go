@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 
 	"guard/audit"
 	"guard/firewall"
+	"guard/internal/relay"
 	"guard/rules"
 )
 
@@ -392,25 +392,7 @@ func (p *Proxy) splice(ctx context.Context, client *replayConn, ci *connInfo) {
 		return
 	}
 	defer up.Close()
-	relay(client, up)
-}
-
-// relay copies both ways until both directions end.
-func relay(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
-		done <- struct{}{}
-	}
-	go cp(a, b)
-	go cp(b, a)
-	<-done
-	<-done
+	relay.Both(client, up)
 }
 
 // record writes the egress.firewall event for a decision. false means it
