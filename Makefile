@@ -33,6 +33,7 @@ test: vet unit fuzz
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./firewall
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./proxy
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./netstack   # needs root: namespaces
 
 # Start guardd on the embedded demo profile and tour guardctl against it.
 run: build
