@@ -239,7 +239,7 @@ func VMGateway() netip.Prefix { return netip.MustParsePrefix("10.0.2.2/24") }
 func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 	kind, arg, ok := strings.Cut(d.cfg.VM, ":")
 	if !ok || arg == "" {
-		return fmt.Errorf("--vm %q: want qemu:PATH, vfkit:PATH or afpacket:IFNAME", d.cfg.VM)
+		return fmt.Errorf("--vm %q: want qemu:PATH, vfkit:PATH, tap:IFNAME or afpacket:IFNAME", d.cfg.VM)
 	}
 	upstreams := prof.DNS.Servers
 	if len(upstreams) == 0 {
@@ -256,9 +256,13 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 		DNS: gw, Intercept: prof.Egress.Intercepts(), Logger: d.logger}
 	var run func(ctx context.Context) error
 	switch kind {
-	case "afpacket":
+	case "afpacket", "tap":
+		open := netstack.OpenAFPacket
+		if kind == "tap" {
+			open = netstack.OpenTAP
+		}
 		run = func(ctx context.Context) error {
-			ep, closeLink, err := netstack.OpenAFPacket(arg, 1500)
+			ep, closeLink, err := open(arg, 1500)
 			if err != nil {
 				return err
 			}
@@ -304,7 +308,7 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 			return serveFrames(ctx, netstack.NewVfkitConn(c), stackCfg)
 		}
 	default:
-		return fmt.Errorf("--vm %q: link kind %q is not supported (qemu:PATH, vfkit:PATH or afpacket:IFNAME)", d.cfg.VM, kind)
+		return fmt.Errorf("--vm %q: link kind %q is not supported (qemu:PATH, vfkit:PATH, tap:IFNAME or afpacket:IFNAME)", d.cfg.VM, kind)
 	}
 	d.cfg.Components = append(d.cfg.Components, namedRunner{"vm " + d.cfg.VM, run})
 	return nil

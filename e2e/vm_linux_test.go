@@ -146,3 +146,50 @@ func TestNetnsForTheAgent(t *testing.T) {
 		t.Fatalf("namespace left behind: %v", err)
 	}
 }
+
+// TestTapLink: guardd --vm tap:IFNAME creates the TAP device; moved into a
+// namespace, its programs reach the world through guardd.
+func TestTapLink(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.22")
+	ln, err := net.Listen("tcp", "198.18.0.22:7010")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "via tap\n")
+			c.Close()
+		}
+	}()
+	dir := shortDir(t)
+	prof := writeFile(t, dir, "profile.json", `{"name":"taptest","egress":{"rules":"allow tcp 198.18.0.22:7010\ndefault deny\n"},"dns":{"servers":["127.0.0.1:9"]}}`)
+	tap := fmt.Sprintf("gtap%d", os.Getpid()%100000)
+	ns := "gns" + tap[4:]
+	exec.Command("ip", "netns", "del", ns).Run()
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	startGuardd(t, "--profile", prof, "--vm", "tap:"+tap)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := net.InterfaceByName(tap); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("guardd made no TAP device %s", tap)
+		}
+	}
+	testnet.Run(t, "ip", "netns", "add", ns)
+	testnet.Run(t, "ip", "link", "set", tap, "netns", ns)
+	testnet.Run(t, "ip", "-n", ns, "addr", "add", "10.0.2.15/24", "dev", tap)
+	testnet.Run(t, "ip", "-n", ns, "link", "set", tap, "up")
+	testnet.Run(t, "ip", "-n", ns, "route", "add", "default", "via", "10.0.2.2")
+	out, err := testnet.InVM(ns, "bash", "-c", "timeout 10 cat < /dev/tcp/198.18.0.22/7010")
+	if err != nil || out != "via tap\n" {
+		t.Fatalf("flow over the TAP link: %v %q", err, out)
+	}
+	if out, err := testnet.InVM(ns, "bash", "-c", "timeout 5 cat < /dev/tcp/198.18.0.22/7011"); err == nil {
+		t.Fatalf("denied flow over the TAP link: %q", out)
+	}
+}

@@ -12,3 +12,8 @@ import (
 func OpenAFPacket(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
 	return nil, nil, errors.New("afpacket:" + ifname + ": raw packet sockets need Linux")
 }
+
+// OpenTAP needs Linux TAP devices.
+func OpenTAP(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
+	return nil, nil, errors.New("tap:" + ifname + ": TAP devices need Linux here")
+}

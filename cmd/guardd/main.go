@@ -51,6 +51,7 @@ Flags:
                                        server=off,addr.type=unix,addr.path=PATH
                        vfkit:PATH      a unixgram socket (vfkit, and
                                        Virtualization.framework file handles)
+                       tap:IFNAME      a TAP device, created if missing (Linux)
                        afpacket:IFNAME the host end of a veth pair (Linux, root)
   --netns NAME       make network namespace NAME for the agent (Linux, root):
                      eth0 at 10.0.2.15/24, default route and DNS through guardd,
