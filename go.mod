@@ -7,6 +7,7 @@ require (
 	github.com/distribution/distribution/v3 v3.1.2
 	github.com/elazarl/goproxy v1.9.3
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/gopacket v1.1.19
 	github.com/miekg/dns v1.1.73
 	github.com/sirupsen/logrus v1.10.2
 	github.com/spf13/cobra v1.10.2

@@ -137,6 +137,10 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	s.SetPromiscuousMode(nicID, true)
 	s.SetSpoofing(nicID, true)
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
+	if err := n.serveDHCP(); err != nil {
+		n.Close()
+		return nil, err
+	}
 	return n, nil
 }
 

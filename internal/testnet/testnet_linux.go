@@ -55,6 +55,35 @@ func VM(t testing.TB, vmAddr netip.Prefix, gateway netip.Addr) (ns, hostIf strin
 	return ns, hostIf
 }
 
+// BareVM makes a namespace whose interface has no address yet (for a DHCP
+// client to configure), with an empty resolv.conf of its own so that
+// nothing in it writes the host's. It returns the namespace, the host end
+// and the namespace's end of the veth.
+func BareVM(t testing.TB) (ns, hostIf, vmIf string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("network namespace tests need root, as the sessions and CI have")
+	}
+	id := fmt.Sprintf("%d%d", os.Getpid()%10000, counter.Add(1))
+	ns, hostIf, vmIf = "gvm"+id, "gva"+id, "gvb"+id
+	exec.Command("ip", "netns", "del", ns).Run()
+	exec.Command("ip", "link", "del", hostIf).Run()
+	os.MkdirAll(filepath.Join("/etc/netns", ns), 0o755)
+	os.WriteFile(filepath.Join("/etc/netns", ns, "resolv.conf"), nil, 0o644)
+	Run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", ns).Run()
+		exec.Command("ip", "link", "del", hostIf).Run()
+		os.RemoveAll(filepath.Join("/etc/netns", ns))
+	})
+	Run(t, "ip", "link", "add", hostIf, "type", "veth", "peer", "name", vmIf)
+	Run(t, "ip", "link", "set", vmIf, "netns", ns)
+	Run(t, "ip", "link", "set", hostIf, "up")
+	Run(t, "ip", "-n", ns, "link", "set", vmIf, "up")
+	Run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	return ns, hostIf, vmIf
+}
+
 // HostAddresses puts test "internet" addresses on the host's loopback
 // interface, where the test's servers listen.
 func HostAddresses(t testing.TB, addrs ...string) {
