@@ -254,6 +254,11 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 	gw := netstack.NewDNSGateway(netstack.DNSConfig{Upstreams: upstreams, Static: prof.DNS.Hosts, Snoop: d.snoop, Policy: d.active, Logger: d.logger})
 	stackCfg := netstack.Config{Gateway: VMGateway(), Decide: d, Names: d.snoop, Proxy: d.proxy,
 		DNS: gw, Intercept: prof.Egress.Intercepts(), Logger: d.logger}
+	if li := prof.LocalInference; li != nil {
+		if a, err := netip.ParseAddr(li.Host); err == nil {
+			stackCfg.LocalInference = netip.AddrPortFrom(a.Unmap(), uint16(li.Port))
+		}
+	}
 	var run func(ctx context.Context) error
 	switch kind {
 	case "afpacket", "tap":

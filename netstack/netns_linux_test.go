@@ -118,7 +118,29 @@ func TestVMInNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeEP()
-	st, err := New(Config{Gateway: netip.MustParsePrefix("10.77.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw, Intercept: true, Logger: quiet}, ep)
+	// The host's "model server" on loopback, reachable only through the
+	// local-inference exemption.
+	model, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	go func() {
+		for {
+			c, err := model.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "model here\n")
+			c.Close()
+		}
+	}()
+	li := netip.MustParseAddrPort(model.Addr().String())
+	liRule := rules.Rule{Action: rules.Allow, Proto: rules.TCP, Target: rules.Target{Kind: rules.Prefix, Prefix: netip.PrefixFrom(li.Addr(), 32)},
+		Ports: rules.PortSet{{Lo: li.Port(), Hi: li.Port()}}}
+	active.Swap(firewall.Compile(pol, firewall.Exemption{Rule: liRule, Origin: "localInference"}))
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.77.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw, Intercept: true,
+		LocalInference: li, Logger: quiet}, ep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +170,9 @@ func TestVMInNamespace(t *testing.T) {
 	}
 	if out, err := inVM("bash", "-c", "timeout 5 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22'"); err == nil {
 		t.Fatalf("the gateway answered on port 22: %s", out)
+	}
+	if out, err := inVM("bash", "-c", fmt.Sprintf("timeout 5 cat < /dev/tcp/10.77.0.1/%d", li.Port())); err != nil || out != "model here\n" {
+		t.Fatalf("local inference through the gateway: %v %q", err, out)
 	}
 	var l4 []string
 	for _, e := range dec.all() {

@@ -55,7 +55,12 @@ type Config struct {
 	// Intercept diverts ports 80 and 443 into the proxy
 	// (transparentInterception).
 	Intercept bool
-	Logger    *slog.Logger
+	// LocalInference is the host's model server (the profile's
+	// localInference, when its host is an address). The VM reaches it at
+	// the gateway address on the same port; it is the one way to the
+	// host's loopback, and the policy's exemption decides it.
+	LocalInference netip.AddrPort
+	Logger         *slog.Logger
 }
 
 // Limits of the forwarders.
@@ -162,6 +167,10 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	dst := addrOfTCPIP(id.LocalAddress)
 	port := id.LocalPort
+	if dst == n.cfg.Gateway.Addr() && n.cfg.LocalInference.IsValid() && port == n.cfg.LocalInference.Port() {
+		n.localInference(r)
+		return
+	}
 	if dst == n.cfg.Gateway.Addr() {
 		// The gateway is not a host: only its DNS service answers.
 		if port != 53 || n.cfg.DNS == nil {
@@ -192,6 +201,32 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 			return
 		}
 		n.splice(conn, original)
+	})
+}
+
+// localInference carries a flow to the gateway's local-inference port to
+// the host's model server, decided as a flow to that address.
+func (n *Stack) localInference(r *tcp.ForwarderRequest) {
+	li := n.cfg.LocalInference
+	f := firewall.Flow{Proto: firewall.TCP, IP: li.Addr(), Port: li.Port()}
+	if v := n.cfg.Decide.DecideFlow(n.ctx, f, audit.LayerL4); v.Action == firewall.Deny {
+		r.Complete(true)
+		return
+	}
+	conn, ok := accept(r)
+	if !ok {
+		return
+	}
+	n.wg.Go(func() {
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(n.ctx, flowDial)
+		up, err := (&net.Dialer{}).DialContext(ctx, "tcp", li.String())
+		cancel()
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		relay.Both(conn, up)
 	})
 }
 
