@@ -206,3 +206,51 @@ func TestManyFlowsLeaveNothingBehind(t *testing.T) {
 		t.Fatalf("%d goroutines after the flows ended, %d before", n, before)
 	}
 }
+
+// TestDNSFloodIsBounded sends queries from 2,000 source ports at once: the
+// gateway answers what it can, and the flows it keeps never exceed its cap.
+func TestDNSFloodIsBounded(t *testing.T) {
+	guardSide, vmSide := socketpair(t)
+	pol, _ := rules.ParseString("default deny\n")
+	active := firewall.NewActive(firewall.Compile(pol))
+	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gw := NewDNSGateway(DNSConfig{Static: map[string]string{"svc.example.test": "198.18.0.31"}, Snoop: snoop, Policy: active, Logger: quiet})
+	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ep.Run(ctx)
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: &decider{active: active}, Names: snoop, DNS: gw, Logger: quiet}, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	vm := vmStack(t, vmSide)
+	before := runtime.NumGoroutine()
+	q, _ := new(dns.Msg).SetQuestion("svc.example.test.", dns.TypeA).Pack()
+	var answered atomic.Int32
+	var wg sync.WaitGroup
+	for range 2000 {
+		wg.Go(func() {
+			uc, err := gonet.DialUDP(vm, nil, &tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{10, 0, 2, 2}), Port: 53}, ipv4.ProtocolNumber)
+			if err != nil {
+				return
+			}
+			defer uc.Close()
+			uc.SetDeadline(time.Now().Add(3 * time.Second))
+			uc.Write(q)
+			if _, err := uc.Read(make([]byte, 512)); err == nil {
+				answered.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if a := answered.Load(); a < maxDNSFlows {
+		t.Fatalf("only %d queries answered", a)
+	}
+	// The VM's own sockets are gone; what is left on guard's side are the
+	// DNS flows still waiting out their idle time, at most the cap.
+	if n := runtime.NumGoroutine(); n > before+maxDNSFlows+50 {
+		t.Fatalf("%d goroutines after a 2,000-port flood (cap %d, %d before)", n, maxDNSFlows, before)
+	}
+}

@@ -69,20 +69,26 @@ const (
 	// so that a black-holed destination cannot starve the others
 	// (gvisor-tap-vsock's 10 did, issue #676): the dial happens after the
 	// handshake, in its own goroutine, with its own timeout.
-	maxInFlight   = 4096
-	flowDial      = 10 * time.Second
-	udpIdle       = 60 * time.Second
+	maxInFlight = 4096
+	flowDial    = 10 * time.Second
+	udpIdle     = 60 * time.Second
+	// dnsIdle and maxDNSFlows bound what a query flood can hold: each VM
+	// source port is a flow with a goroutine until it has been quiet this
+	// long, and past the cap new flows are dropped (resolvers retry).
+	dnsIdle       = 10 * time.Second
+	maxDNSFlows   = 256
 	maxUDPPayload = 65535
 )
 
 // Stack is the VM's network: a gVisor TCP/IP stack on one link endpoint
 // that answers as the gateway for every address, and decides each flow.
 type Stack struct {
-	cfg    Config
-	s      *stack.Stack
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg      Config
+	dnsFlows chan struct{} // a slot per live DNS flow
+	s        *stack.Stack
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 const nicID = 1
@@ -122,7 +128,7 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	timeWait := tcpip.TCPTimeWaitTimeoutOption(time.Second)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &timeWait)
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel}
+	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel, dnsFlows: make(chan struct{}, maxDNSFlows)}
 	// Handlers go in before the NIC: attaching the link starts delivery.
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcp.NewForwarder(s, 0, maxInFlight, n.handleTCP).HandlePacket)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(s, n.handleUDP).HandlePacket)
@@ -272,7 +278,16 @@ func (n *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 		if port != 53 || n.cfg.DNS == nil {
 			return false // the stack answers ICMP port unreachable
 		}
-		return n.serveUDP(r, n.dnsReply)
+		select {
+		case n.dnsFlows <- struct{}{}:
+		default:
+			return true // flood: dropped, as a busy resolver would
+		}
+		if !n.serveUDP(r, n.dnsReply, dnsIdle, func() { <-n.dnsFlows }) {
+			<-n.dnsFlows
+			return false
+		}
+		return true
 	}
 	f := firewall.Flow{Proto: firewall.UDP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
 	// QUIC (UDP 443) is refused by the policy's built-in last rule unless
@@ -323,8 +338,9 @@ func (n *Stack) serveDNSOverTCP(c net.Conn) {
 	}
 }
 
-// serveUDP answers each datagram of a VM flow with reply, until idle.
-func (n *Stack) serveUDP(r *udp.ForwarderRequest, reply func([]byte) []byte) bool {
+// serveUDP answers each datagram of a VM flow with reply, until the flow
+// has been idle for idle; done runs when it ends.
+func (n *Stack) serveUDP(r *udp.ForwarderRequest, reply func([]byte) []byte, idle time.Duration, done func()) bool {
 	var wq waiter.Queue
 	ep, err := r.CreateEndpoint(&wq)
 	if err != nil {
@@ -332,10 +348,11 @@ func (n *Stack) serveUDP(r *udp.ForwarderRequest, reply func([]byte) []byte) boo
 	}
 	conn := gonet.NewUDPConn(&wq, ep)
 	n.wg.Go(func() {
+		defer done()
 		defer conn.Close()
 		buf := make([]byte, maxUDPPayload)
 		for {
-			conn.SetReadDeadline(time.Now().Add(udpIdle))
+			conn.SetReadDeadline(time.Now().Add(idle))
 			k, err := conn.Read(buf)
 			if err != nil {
 				return
