@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,5 +254,73 @@ func TestDNSFloodIsBounded(t *testing.T) {
 	// DNS flows still waiting out their idle time, at most the cap.
 	if n := runtime.NumGoroutine(); n > before+maxDNSFlows+50 {
 		t.Fatalf("%d goroutines after a 2,000-port flood (cap %d, %d before)", n, maxDNSFlows, before)
+	}
+}
+
+// TestBlackHoleDoesNotStallOthers: 500 flows to an allowed destination
+// that never answers are pending while a flow to a live server connects
+// and completes at once.
+func TestBlackHoleDoesNotStallOthers(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.33")
+	ln, err := net.Listen("tcp", "198.18.0.33:7005")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "alive\n")
+			c.Close()
+		}
+	}()
+	// The black hole: 198.18.0.99 is routed into a namespace that drops it.
+	_, hostIf := testnet.VM(t, netip.MustParsePrefix("10.81.0.2/24"), netip.MustParseAddr("10.81.0.1"))
+	testnet.Run(t, "ip", "addr", "add", "10.81.0.1/24", "dev", hostIf)
+	testnet.Run(t, "ip", "route", "add", "198.18.0.99/32", "via", "10.81.0.2")
+	t.Cleanup(func() { exec.Command("ip", "route", "del", "198.18.0.99/32").Run() })
+	if _, err := net.DialTimeout("tcp", "198.18.0.99:7000", 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("the black hole answers: %v", err)
+	}
+
+	guardSide, vmSide := socketpair(t)
+	pol, _ := rules.ParseString("allow tcp 198.18.0.99\nallow tcp 198.18.0.33:7005\ndefault deny\n")
+	active := firewall.NewActive(firewall.Compile(pol))
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ep.Run(ctx)
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: &decider{active: active},
+		Names: firewall.NewSnoopTable(firewall.SnoopOptions{}), Logger: quiet}, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	vm := vmStack(t, vmSide)
+	for range 500 {
+		go func() {
+			c, err := gonet.DialContextTCP(ctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 99}), Port: 7000}, ipv4.ProtocolNumber)
+			if err == nil {
+				io.Copy(io.Discard, c)
+				c.Close()
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // the black-hole dials are pending now
+	start := time.Now()
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer dcancel()
+	c, err := gonet.DialContextTCP(dctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 33}), Port: 7005}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatalf("live flow behind 500 black-holed ones: %v", err)
+	}
+	got, _ := io.ReadAll(c)
+	c.Close()
+	if string(got) != "alive\n" || time.Since(start) > 3*time.Second {
+		t.Fatalf("live flow: %q after %v", got, time.Since(start))
 	}
 }
