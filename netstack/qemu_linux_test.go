@@ -50,6 +50,42 @@ func vmStack(t *testing.T, c net.Conn) *stack.Stack {
 	return s
 }
 
+// qemuRig runs guard's stack on one end of a QEMU link and a VM stack on
+// the other, with rules text and an optional DNS gateway with static hosts.
+type qemuRig struct {
+	ctx    context.Context
+	vm     *stack.Stack
+	active *firewall.Active
+	snoop  *firewall.SnoopTable
+}
+
+func newQEMURig(t *testing.T, rulesText string, static map[string]string) *qemuRig {
+	t.Helper()
+	guardSide, vmSide := socketpair(t)
+	pol, err := rules.ParseString(rulesText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &qemuRig{active: firewall.NewActive(firewall.Compile(pol)), snoop: firewall.NewSnoopTable(firewall.SnoopOptions{})}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: &decider{active: r.active}, Names: r.snoop, Logger: quiet}
+	if static != nil {
+		cfg.DNS = NewDNSGateway(DNSConfig{Static: static, Snoop: r.snoop, Policy: r.active, Logger: quiet})
+	}
+	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go ep.Run(ctx)
+	st, err := New(cfg, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	r.ctx = ctx
+	r.vm = vmStack(t, vmSide)
+	return r
+}
+
 // TestQEMULinkCarriesFlows runs guard's stack on a QEMU stream link whose
 // other end is a VM stack: DNS to the gateway, an allowed TCP flow, and a
 // denied one, all through the length-prefixed framing.
@@ -70,23 +106,8 @@ func TestQEMULinkCarriesFlows(t *testing.T) {
 			c.Close()
 		}
 	}()
-	guardSide, vmSide := socketpair(t)
-	pol, _ := rules.ParseString("allow tcp svc.example.test:7001\ndefault deny\n")
-	active := firewall.NewActive(firewall.Compile(pol))
-	dec := &decider{active: active}
-	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw := NewDNSGateway(DNSConfig{Static: map[string]string{"svc.example.test": "198.18.0.31"}, Snoop: snoop, Policy: active, Logger: quiet})
-	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go ep.Run(ctx)
-	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: dec, Names: snoop, DNS: gw, Logger: quiet}, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	vm := vmStack(t, vmSide)
+	r := newQEMURig(t, "allow tcp svc.example.test:7001\ndefault deny\n", map[string]string{"svc.example.test": "198.18.0.31"})
+	ctx, vm := r.ctx, r.vm
 
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dcancel()
@@ -141,22 +162,8 @@ func TestManyFlowsLeaveNothingBehind(t *testing.T) {
 			c.Close()
 		}
 	}()
-	guardSide, vmSide := socketpair(t)
-	pol, _ := rules.ParseString("allow tcp 198.18.0.32:7003\ndefault deny\n")
-	active := firewall.NewActive(firewall.Compile(pol))
-	dec := &decider{active: active}
-	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go ep.Run(ctx)
-	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: dec, Names: snoop, Logger: quiet}, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	vm := vmStack(t, vmSide)
+	r := newQEMURig(t, "allow tcp 198.18.0.32:7003\ndefault deny\n", nil)
+	ctx, vm := r.ctx, r.vm
 	before := runtime.NumGoroutine()
 
 	const flows = 10000
@@ -212,22 +219,7 @@ func TestManyFlowsLeaveNothingBehind(t *testing.T) {
 // TestDNSFloodIsBounded sends queries from 2,000 source ports at once: the
 // gateway answers what it can, and the flows it keeps never exceed its cap.
 func TestDNSFloodIsBounded(t *testing.T) {
-	guardSide, vmSide := socketpair(t)
-	pol, _ := rules.ParseString("default deny\n")
-	active := firewall.NewActive(firewall.Compile(pol))
-	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw := NewDNSGateway(DNSConfig{Static: map[string]string{"svc.example.test": "198.18.0.31"}, Snoop: snoop, Policy: active, Logger: quiet})
-	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go ep.Run(ctx)
-	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: &decider{active: active}, Names: snoop, DNS: gw, Logger: quiet}, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	vm := vmStack(t, vmSide)
+	vm := newQEMURig(t, "default deny\n", map[string]string{"svc.example.test": "198.18.0.31"}).vm
 	before := runtime.NumGoroutine()
 	q, _ := new(dns.Msg).SetQuestion("svc.example.test.", dns.TypeA).Pack()
 	var answered atomic.Int32
@@ -286,21 +278,8 @@ func TestBlackHoleDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("the black hole answers: %v", err)
 	}
 
-	guardSide, vmSide := socketpair(t)
-	pol, _ := rules.ParseString("allow tcp 198.18.0.99\nallow tcp 198.18.0.33:7005\ndefault deny\n")
-	active := firewall.NewActive(firewall.Compile(pol))
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ep := NewFrameEndpoint(NewQEMUConn(guardSide), 1500, GatewayMAC())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go ep.Run(ctx)
-	st, err := New(Config{Gateway: netip.MustParsePrefix("10.0.2.2/24"), Decide: &decider{active: active},
-		Names: firewall.NewSnoopTable(firewall.SnoopOptions{}), Logger: quiet}, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	vm := vmStack(t, vmSide)
+	r := newQEMURig(t, "allow tcp 198.18.0.99\nallow tcp 198.18.0.33:7005\ndefault deny\n", nil)
+	ctx, vm := r.ctx, r.vm
 	for range 500 {
 		go func() {
 			c, err := gonet.DialContextTCP(ctx, vm, tcpip.FullAddress{NIC: 1, Addr: tcpip.AddrFrom4([4]byte{198, 18, 0, 99}), Port: 7000}, ipv4.ProtocolNumber)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"guard/control"
 )
 
 func newCACmd(c *cli) *cobra.Command {
@@ -19,40 +21,28 @@ trust store, or point the usual variables at it:
 		Args: noArgs,
 		RunE: helpAsUsageError,
 	}
-	path := &cobra.Command{
-		Use:   "path",
-		Short: "Print the path of the CA certificate on the host",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			ca, err := cl.CA(cmd.Context())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(c.stdout, ca.Path)
-			return nil
-		},
+	// show prints one part of the CA that guardd reports.
+	show := func(use, short string, part func(control.CAInfo) string) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cl, err := c.client()
+				if err != nil {
+					return err
+				}
+				ca, err := cl.CA(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(c.stdout, part(ca))
+				return nil
+			},
+		}
 	}
-	export := &cobra.Command{
-		Use:   "export",
-		Short: "Print the CA certificate (PEM), to copy into the VM",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			ca, err := cl.CA(cmd.Context())
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(c.stdout, ca.PEM)
-			return nil
-		},
-	}
+	path := show("path", "Print the path of the CA certificate on the host", func(ca control.CAInfo) string { return ca.Path + "\n" })
+	export := show("export", "Print the CA certificate (PEM), to copy into the VM", func(ca control.CAInfo) string { return ca.PEM })
 	cmd.AddCommand(path, export)
 	return cmd
 }
