@@ -20,6 +20,7 @@ import (
 	"guard/audit"
 	"guard/control"
 	"guard/firewall"
+	"guard/internal/hostaddr"
 	"guard/netstack"
 	"guard/proxy"
 	"guard/rules"
@@ -79,6 +80,9 @@ type Daemon struct {
 	events *audit.Log
 	ca     *proxy.Authority
 	proxy  *proxy.Proxy
+	// hostAddrs are the host's own addresses, shared by the proxy and the
+	// stack: flows to them need a rule that names them.
+	hostAddrs *hostaddr.Set
 
 	// mu serializes policy changes, so each summary compares against the
 	// policy it replaced.
@@ -142,6 +146,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d.events = audit.New(prof.Name, sink, audit.Options{Now: cfg.Now, Logger: d.logger})
 	d.snoop = firewall.NewSnoopTable(firewall.SnoopOptions{Now: cfg.Now})
+	d.hostAddrs = &hostaddr.Set{}
 
 	m, err := compile(prof, prof.Policy)
 	if err != nil {
@@ -193,7 +198,7 @@ func (d *Daemon) buildProxy(prof *workspace.Profile) error {
 	d.proxy, err = proxy.New(proxy.Config{
 		CA: d.ca, Policy: d.active, Events: d.events, Snoop: d.snoop,
 		UpstreamRoots: roots, StaticHosts: prof.DNS.Hosts, NoMitm: prof.Egress.NoMitmDomains,
-		Logger: d.logger,
+		HostAddrs: d.hostAddrs, Logger: d.logger,
 	})
 	if err != nil {
 		return err
@@ -253,11 +258,16 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 	}
 	gw := netstack.NewDNSGateway(netstack.DNSConfig{Upstreams: upstreams, Static: prof.DNS.Hosts, Snoop: d.snoop, Policy: d.active, Logger: d.logger})
 	stackCfg := netstack.Config{Gateway: VMGateway(), Decide: d, Names: d.snoop, Proxy: d.proxy,
-		DNS: gw, Intercept: prof.Egress.Intercepts(), Logger: d.logger}
+		DNS: gw, Intercept: prof.Egress.Intercepts(), HostAddrs: d.hostAddrs, Logger: d.logger}
 	if li := prof.LocalInference; li != nil {
 		if a, err := netip.ParseAddr(li.Host); err == nil {
 			stackCfg.LocalInference = netip.AddrPortFrom(a.Unmap(), uint16(li.Port))
 		}
+	}
+	if p, err := netstack.NewHostPinger(); err == nil {
+		stackCfg.Pinger = p
+	} else {
+		d.logger.Info("the VM's pings will go unanswered", "err", err)
 	}
 	var run func(ctx context.Context) error
 	switch kind {
@@ -586,7 +596,13 @@ func (d *Daemon) Snoop() *firewall.SnoopTable { return d.snoop }
 func (d *Daemon) Events() *audit.Log { return d.events }
 
 // Check decides a flow without recording it (guardctl rules check).
-func (d *Daemon) Check(f firewall.Flow) firewall.Verdict { return d.active.Load().Verdict(f) }
+// The host's own addresses are marked as the stack and proxy mark them.
+func (d *Daemon) Check(f firewall.Flow) firewall.Verdict {
+	if f.IP.IsValid() {
+		f.HostLocal = f.HostLocal || d.hostAddrs.Contains(f.IP)
+	}
+	return d.active.Load().Verdict(f)
+}
 
 // ActiveRules shows the policy in force.
 func (d *Daemon) ActiveRules() control.RulesView {

@@ -58,6 +58,10 @@ type Flow struct {
 	// Method is the HTTP method of a web request; empty at the connection
 	// layer.
 	Method string
+	// HostLocal says IP is one of the host's own addresses (other than
+	// loopback, which is known from the address alone). Only the I/O layer
+	// can tell, so it sets this.
+	HostLocal bool
 }
 
 // Action is the outcome of a decision.
@@ -93,6 +97,10 @@ const (
 	// OriginInvalidFlow: the flow itself is malformed (port 0, a method
 	// that is not an HTTP token) and was denied before any rule was tried.
 	OriginInvalidFlow = "invalidFlow"
+	// OriginHostLocal: the destination is the host itself (loopback or one
+	// of its own addresses) and the deciding rule did not name it: any and
+	// the default never reach the host's services.
+	OriginHostLocal = "hostLocal"
 )
 
 // RuleRef names the rule that decided: its line, its canonical text and

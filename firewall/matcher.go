@@ -164,11 +164,22 @@ func (m *Matcher) Verdict(f Flow) Verdict {
 		s.list(l)
 	}
 	s.list(m.anyTarget)
+	var v Verdict
 	if s.best == int32(len(m.rules)) {
-		return Verdict{Action: m.defaultAction, Rule: m.defaultRef}
+		v = Verdict{Action: m.defaultAction, Rule: m.defaultRef}
+	} else {
+		r := &m.rules[s.best]
+		v = Verdict{Action: r.decide(f.Method), Rule: r.ref, Named: r.named}
 	}
-	r := &m.rules[s.best]
-	return Verdict{Action: r.decide(f.Method), Rule: r.ref, Named: r.named}
+	if v.Action != Deny && !v.Named && f.toHost() {
+		return Verdict{Action: Deny, Rule: RuleRef{Origin: OriginHostLocal, Text: "the host's own services need a rule that names their address"}}
+	}
+	return v
+}
+
+// toHost says the flow's destination is the host running guard.
+func (f *Flow) toHost() bool {
+	return f.HostLocal || CanonicalIP(f.IP).IsLoopback()
 }
 
 // search finds the lowest-numbered matching rule across the indexes.

@@ -298,6 +298,7 @@ func reference(p *rules.Policy, f Flow) (Action, int) {
 	if f.IP.IsValid() {
 		addIP(f.IP)
 	}
+	toHost := f.HostLocal || (f.IP.IsValid() && f.IP.WithZone("").Unmap().IsLoopback())
 	for _, n := range f.Names {
 		if a, err := netip.ParseAddr(strings.Trim(n, "[]")); err == nil {
 			addIP(a)
@@ -353,11 +354,12 @@ func reference(p *rules.Policy, f Flow) (Action, int) {
 			continue
 		}
 		allow := r.Action == rules.Allow
+		act := Deny
 		switch {
 		case r.Proto != rules.Web:
 		case f.Method == "" && !allow && r.Methods == nil:
 		case f.Method == "":
-			return Intercept, i
+			act = Intercept
 		case r.Methods != nil:
 			listed := false
 			for _, m := range r.Methods {
@@ -365,13 +367,19 @@ func reference(p *rules.Policy, f Flow) (Action, int) {
 			}
 			allow = listed == allow
 		}
-		if allow {
-			return Allow, i
+		if act != Intercept && allow {
+			act = Allow
 		}
-		return Deny, i
+		if act != Deny && r.Target.Kind == rules.AnyTarget && toHost {
+			return Deny, -3
+		}
+		return act, i
 	}
 	if p.Default == rules.Deny {
 		return Deny, -1
+	}
+	if toHost {
+		return Deny, -3
 	}
 	return Allow, -1
 }
@@ -386,6 +394,8 @@ func checkAgainstReference(t *testing.T, p *rules.Policy, m *Matcher, f Flow, te
 	switch {
 	case idx == -2:
 		ok = ok && got.Rule.Origin == OriginInvalidFlow
+	case idx == -3:
+		ok = ok && got.Rule.Origin == OriginHostLocal
 	case idx == -1:
 		ok = ok && got.Default()
 	default:
@@ -593,6 +603,7 @@ func randomFlow(r *rand.Rand, hosts []string, nets []netip.Prefix) Flow {
 	if f.Proto == ICMP {
 		f.Port = 0
 	}
+	f.HostLocal = r.IntN(8) == 0
 	if len(nets) > 0 && r.IntN(2) == 0 {
 		pfx := nets[r.IntN(len(nets))]
 		// A random address inside the prefix: host bits random.
@@ -650,5 +661,40 @@ func TestAllowsName(t *testing.T) {
 		if got := m.AllowsName(name); got != want {
 			t.Errorf("AllowsName(%q) = %v", name, got)
 		}
+	}
+}
+
+// TestHostServicesNeedANamedRule: with "default allow" or an any rule, the
+// VM must still not reach the host's own services (its loopback in any
+// spelling, or its interface addresses); only a rule naming the address or
+// the host does.
+func TestHostServicesNeedANamedRule(t *testing.T) {
+	local := func(f Flow) Flow { f.HostLocal = true; return f }
+	for _, tc := range []struct {
+		name, rules string
+		flow        Flow
+		want        Action
+		origin      string
+	}{
+		{"default allow to loopback", "default allow\n", tcp(22, "127.0.0.1"), Deny, OriginHostLocal},
+		{"mapped loopback", "default allow\n", tcp(22, "::ffff:127.0.0.1"), Deny, OriginHostLocal},
+		{"v6 loopback", "default allow\n", tcp(22, "::1"), Deny, OriginHostLocal},
+		{"whole 127/8", "default allow\n", tcp(22, "127.3.2.1"), Deny, OriginHostLocal},
+		{"any rule to the host's LAN address", "allow tcp any:5432\ndefault deny\n", local(tcp(5432, "192.168.1.5")), Deny, OriginHostLocal},
+		{"any web rule to the host", "allow web any\n", local(tcp(443, "192.168.1.5")), Deny, OriginHostLocal},
+		{"icmp to the host", "default allow\n", local(Flow{Proto: ICMP, IP: netip.MustParseAddr("192.168.1.5")}), Deny, OriginHostLocal},
+		{"named address", "allow tcp 192.168.1.5:3000\ndefault deny\n", local(tcp(3000, "192.168.1.5")), Allow, OriginRules},
+		{"named prefix", "allow tcp 192.168.1.0/24\ndefault deny\n", local(tcp(3000, "192.168.1.5")), Allow, OriginRules},
+		{"named host", "allow web devbox.test\ndefault deny\n", local(tcp(443, "192.168.1.5", "devbox.test")), Intercept, OriginRules},
+		{"named loopback", "allow tcp 127.0.0.1:8080\n", tcp(8080, "127.0.0.1"), Allow, OriginRules},
+		{"a deny stays the rule's", "deny tcp any:22\n", tcp(22, "127.0.0.1"), Deny, OriginRules},
+		{"not the host", "default allow\n", tcp(22, "192.0.2.1"), Allow, OriginDefault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := mustCompile(t, tc.rules).Verdict(tc.flow)
+			if v.Action != tc.want || v.Rule.Origin != tc.origin {
+				t.Fatalf("got %v by %+v, want %v by %s", v.Action, v.Rule, tc.want, tc.origin)
+			}
+		})
 	}
 }

@@ -17,12 +17,14 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
 	"guard/audit"
 	"guard/firewall"
+	"guard/internal/hostaddr"
 	"guard/internal/relay"
 )
 
@@ -43,6 +45,11 @@ type Names interface {
 	Hold(ip netip.Addr) (release func())
 }
 
+// HostAddrs tells the host's own addresses; *hostaddr.Set satisfies it.
+type HostAddrs interface {
+	Contains(a netip.Addr) bool
+}
+
 // Config assembles a Stack.
 type Config struct {
 	// Gateway is the gateway's address and the VM's subnet, e.g.
@@ -60,7 +67,13 @@ type Config struct {
 	// the gateway address on the same port; it is the one way to the
 	// host's loopback, and the policy's exemption decides it.
 	LocalInference netip.AddrPort
-	Logger         *slog.Logger
+	// Pinger pings allowed destinations for the VM; nil leaves the VM's
+	// pings unanswered (never answered falsely).
+	Pinger Pinger
+	// HostAddrs are the host's own addresses: a flow to one of them is
+	// allowed only by a rule that names it. The interfaces' when nil.
+	HostAddrs HostAddrs
+	Logger    *slog.Logger
 }
 
 // Limits of the forwarders.
@@ -85,6 +98,7 @@ const (
 type Stack struct {
 	cfg      Config
 	dnsFlows chan struct{} // a slot per live DNS flow
+	pings    *pings
 	s        *stack.Stack
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -98,12 +112,15 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.HostAddrs == nil {
+		cfg.HostAddrs = &hostaddr.Set{}
+	}
 	if !cfg.Gateway.Addr().Is4() {
 		return nil, errors.New("netstack: the gateway must be IPv4 (IPv6 is refused: see doc.go)")
 	}
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4},
 		HandleLocal:        false,
 	})
 	// TCP tuning, after tailscale's netstack: SACK on; RACK off (its loss
@@ -128,10 +145,11 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	timeWait := tcpip.TCPTimeWaitTimeoutOption(time.Second)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &timeWait)
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel, dnsFlows: make(chan struct{}, maxDNSFlows)}
+	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel, dnsFlows: make(chan struct{}, maxDNSFlows), pings: newPings()}
 	// Handlers go in before the NIC: attaching the link starts delivery.
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcp.NewForwarder(s, 0, maxInFlight, n.handleTCP).HandlePacket)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(s, n.handleUDP).HandlePacket)
+	s.SetTransportProtocolHandler(icmp.ProtocolNumber4, n.handleICMP)
 	if err := s.CreateNIC(nicID, ep); err != nil {
 		cancel()
 		return nil, fmt.Errorf("netstack: NIC: %v", err)
@@ -188,7 +206,7 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		}
 		return
 	}
-	f := firewall.Flow{Proto: firewall.TCP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
+	f := n.flow(firewall.TCP, dst, port)
 	v := n.cfg.Decide.DecideFlow(n.ctx, f, audit.LayerL4)
 	if v.Action == firewall.Deny {
 		r.Complete(true)
@@ -208,6 +226,11 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 		}
 		n.splice(conn, original)
 	})
+}
+
+// flow describes a new flow from the VM for the firewall.
+func (n *Stack) flow(proto firewall.Proto, dst netip.Addr, port uint16) firewall.Flow {
+	return firewall.Flow{Proto: proto, IP: dst, Names: n.cfg.Names.Names(dst), Port: port, HostLocal: n.cfg.HostAddrs.Contains(dst)}
 }
 
 // localInference carries a flow to the gateway's local-inference port to
@@ -289,7 +312,7 @@ func (n *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 		}
 		return true
 	}
-	f := firewall.Flow{Proto: firewall.UDP, IP: dst, Names: n.cfg.Names.Names(dst), Port: port}
+	f := n.flow(firewall.UDP, dst, port)
 	// QUIC (UDP 443) is refused by the policy's built-in last rule unless
 	// the user's rules allow it first; see daemon.
 	if v := n.cfg.Decide.DecideFlow(n.ctx, f, audit.LayerL4); v.Action == firewall.Deny || !dialable(dst) {

@@ -22,6 +22,7 @@ import (
 
 	"guard/audit"
 	"guard/firewall"
+	"guard/internal/hostaddr"
 	"guard/internal/relay"
 	"guard/rules"
 )
@@ -43,6 +44,11 @@ type Names interface {
 	Names(ip netip.Addr) []string
 }
 
+// HostAddrs tells the host's own addresses; *hostaddr.Set satisfies it.
+type HostAddrs interface {
+	Contains(a netip.Addr) bool
+}
+
 // Resolver looks up the addresses of a host for the explicit proxy.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
@@ -62,6 +68,9 @@ type Config struct {
 	// StaticHosts are the profile's dns.hosts, used before Resolver.
 	StaticHosts map[string]string
 	Resolver    Resolver
+	// HostAddrs are the host's own addresses, which are dialled only for a
+	// rule that names them; the interfaces' addresses when nil.
+	HostAddrs HostAddrs
 	// NoMitm are the profile's noMitmDomains, added to the built-in
 	// pass-through list.
 	NoMitm []string
@@ -118,6 +127,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.HostAddrs == nil {
+		cfg.HostAddrs = &hostaddr.Set{}
 	}
 	if cfg.Guardrails == nil {
 		cfg.Guardrails = allowAll{}

@@ -135,7 +135,7 @@ func (u *upstreamPools) RoundTrip(r *http.Request) (*http.Response, error) {
 // decision is first-match like any other: an address deny keeps a name off
 // that address only if it comes before the rule that allows the name.
 // Unspecified, multicast and broadcast addresses are always refused, and
-// the host's loopback needs a rule that names it. Every refusal is an
+// the host's own addresses need a rule that names them. Every refusal is an
 // event.
 func (p *Proxy) dialChecked(ctx context.Context, ci *connInfo, host string, port uint16) (net.Conn, error) {
 	var addrs []netip.Addr
@@ -158,16 +158,14 @@ func (p *Proxy) dialChecked(ctx context.Context, ci *connInfo, host string, port
 	d := net.Dialer{Timeout: dialTimeout}
 	for _, a := range addrs {
 		a = firewall.CanonicalIP(a)
-		f := firewall.Flow{Proto: firewall.TCP, IP: a, Names: names, Port: port}
+		// The host's own services (loopback, its interface addresses) are
+		// reachable only through a rule that names them: the matcher
+		// refuses them to any and the default.
+		f := firewall.Flow{Proto: firewall.TCP, IP: a, Names: names, Port: port, HostLocal: p.cfg.HostAddrs.Contains(a)}
 		v := m.Verdict(f)
-		switch {
-		case a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 			// 0.0.0.0 and [::] reach the host's own services.
 			v = firewall.Verdict{Action: firewall.Deny, Rule: firewall.RuleRef{Origin: "proxy", Text: "unspecified, multicast or broadcast address"}}
-		case a.IsLoopback() && v.Action != firewall.Deny && !v.Named:
-			// The host's loopback is reachable only through a rule that
-			// names it, never through any or the default.
-			v = firewall.Verdict{Action: firewall.Deny, Rule: firewall.RuleRef{Origin: "proxy", Text: "host loopback needs a rule that names it"}}
 		}
 		if v.Action == firewall.Deny {
 			lastDeny = v.Rule

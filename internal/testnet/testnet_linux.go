@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -101,4 +102,12 @@ func InVM(ns string, args ...string) (string, error) {
 	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// SetMTU sets the MTU of both ends of a namespace's veth made by VM.
+func SetMTU(t testing.TB, ns, hostIf string, mtu int) {
+	t.Helper()
+	vmIf := "gvb" + strings.TrimPrefix(hostIf, "gva")
+	Run(t, "ip", "link", "set", hostIf, "mtu", fmt.Sprint(mtu))
+	Run(t, "ip", "-n", ns, "link", "set", vmIf, "mtu", fmt.Sprint(mtu))
 }

@@ -1,0 +1,68 @@
+// Package hostaddr knows the addresses of the host guard runs on, so that
+// flows to them can be told apart from flows to the world: the VM must not
+// reach the host's own services through a rule that does not name them.
+package hostaddr
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// refresh is how stale the address list may get. Interfaces come and go
+// (a VPN, a new veth), so the list is re-read, at most this often.
+const refresh = 2 * time.Second
+
+// Set is the host's current interface addresses. The zero Set is ready.
+type Set struct {
+	// List reads the addresses; net.InterfaceAddrs when nil. Tests set it.
+	List func() ([]net.Addr, error)
+
+	mu    sync.Mutex
+	at    time.Time
+	addrs map[netip.Addr]struct{}
+}
+
+// Contains says a is one of the host's own addresses. A failure to read the
+// interfaces keeps the last list.
+func (s *Set) Contains(a netip.Addr) bool {
+	a = a.WithZone("").Unmap()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); s.addrs == nil || now.Sub(s.at) > refresh {
+		s.at = now
+		if m, err := s.read(); err == nil {
+			s.addrs = m
+		} else if s.addrs == nil {
+			s.addrs = map[netip.Addr]struct{}{}
+		}
+	}
+	_, ok := s.addrs[a]
+	return ok
+}
+
+func (s *Set) read() (map[netip.Addr]struct{}, error) {
+	list := s.List
+	if list == nil {
+		list = net.InterfaceAddrs
+	}
+	addrs, err := list()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[netip.Addr]struct{}, len(addrs))
+	for _, a := range addrs {
+		var ip net.IP
+		switch v := a.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		}
+		if p, ok := netip.AddrFromSlice(ip); ok {
+			m[p.Unmap()] = struct{}{}
+		}
+	}
+	return m, nil
+}

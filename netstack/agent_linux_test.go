@@ -1,0 +1,227 @@
+package netstack
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"guard/firewall"
+	"guard/internal/testgit"
+	"guard/internal/testnet"
+	"guard/internal/testpki"
+	"guard/proxy"
+	"guard/rules"
+)
+
+// agentRig is a namespace whose only network is guard's stack on an
+// AF_PACKET link, with the transparent proxy and the gateway DNS, as
+// guardd --vm afpacket wires them.
+type agentRig struct {
+	ns     string
+	dec    *decider
+	pki    *testpki.CA
+	caFile string // the guard CA, for the VM's clients
+}
+
+func newAgentRig(t *testing.T, rulesText string, static map[string]string, mtu int) *agentRig {
+	t.Helper()
+	ns, hostIf := testnet.VM(t, netip.MustParsePrefix("10.78.0.2/24"), netip.MustParseAddr("10.78.0.1"))
+	if mtu != 1500 {
+		testnet.SetMTU(t, ns, hostIf, mtu)
+	}
+	pki := testpki.New(t)
+	pol, err := rules.ParseString(rulesText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := firewall.NewActive(firewall.Compile(pol))
+	dec := &decider{active: active}
+	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ca, err := proxy.LoadOrCreateCA(t.TempDir(), "vm", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := proxy.New(proxy.Config{CA: ca, Policy: active, Events: dec, Snoop: snoop, UpstreamRoots: pki.Pool, StaticHosts: static, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go px.Run(ctx)
+	gw := NewDNSGateway(DNSConfig{Static: static, Snoop: snoop, Policy: active, Logger: quiet})
+	ep, closeEP, err := OpenAFPacket(hostIf, uint32(mtu))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeEP() })
+	pinger, err := NewHostPinger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.78.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw,
+		Intercept: true, Pinger: pinger, Logger: quiet}, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, ca.CertificatePEM(), 0o644)
+	return &agentRig{ns: ns, dec: dec, pki: pki, caFile: caFile}
+}
+
+func (r *agentRig) run(args ...string) (string, error) { return testnet.InVM(r.ns, args...) }
+
+// serveTCP answers every connection to addr with reply.
+func serveTCP(t *testing.T, addr, reply string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, reply)
+			c.Close()
+		}
+	}()
+}
+
+// TestPingIsAnsweredOnlyByTheDestination: the real ping in the VM gets
+// echo replies from an allowed destination that answers, "Packet
+// filtered" from a denied one, and silence from an allowed one that does
+// not answer: the stack never fakes a reply.
+func TestPingIsAnsweredOnlyByTheDestination(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.50", "198.18.0.51")
+	// A host that ignores pings: a second namespace, routed from the host.
+	silentNS, silentIf := testnet.VM(t, netip.MustParsePrefix("10.81.0.2/24"), netip.MustParseAddr("10.81.0.1"))
+	testnet.Run(t, "ip", "addr", "add", "10.81.0.1/24", "dev", silentIf)
+	testnet.Run(t, "ip", "netns", "exec", silentNS, "sysctl", "-q", "-w", "net.ipv4.icmp_echo_ignore_all=1")
+	r := newAgentRig(t, "allow any 198.18.0.50\nallow any 10.81.0.2\ndefault deny\n", nil, 1500)
+
+	if out, err := r.run("ping", "-c", "2", "-W", "5", "198.18.0.50"); err != nil || !strings.Contains(out, "2 received") {
+		t.Fatalf("allowed ping: %v\n%s", err, out)
+	}
+	if out, err := r.run("ping", "-c", "1", "-W", "3", "198.18.0.51"); err == nil || !strings.Contains(out, "filtered") {
+		t.Fatalf("denied ping: %v\n%s", err, out)
+	}
+	// 10.81.0.2 is allowed but does not answer.
+	if out, err := r.run("ping", "-c", "1", "-W", "3", "10.81.0.2"); err == nil || !strings.Contains(out, "0 received") {
+		t.Fatalf("an unanswered destination got a reply: %v\n%s", err, out)
+	}
+	// The gateway answers for itself.
+	if out, err := r.run("ping", "-c", "1", "-W", "3", "10.78.0.1"); err != nil {
+		t.Fatalf("gateway ping: %v\n%s", err, out)
+	}
+	var icmpEvents []string
+	for _, e := range r.dec.all() {
+		if e.Proto == "icmp" {
+			icmpEvents = append(icmpEvents, e.Action+" "+e.IP)
+		}
+	}
+	// Two echoes of one ping session are one decision.
+	if strings.Join(icmpEvents, ",") != "allow 198.18.0.50,deny 198.18.0.51,allow 10.81.0.2" {
+		t.Fatalf("icmp events: %v", icmpEvents)
+	}
+}
+
+// TestUDPExchangeThroughTheStack: a real UDP client in the VM talks to an
+// allowed host-side UDP server, and gets port unreachable from a denied one.
+func TestUDPExchangeThroughTheStack(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.52")
+	for _, port := range []string{"7100", "7101"} {
+		pc, err := net.ListenPacket("udp", "198.18.0.52:"+port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				pc.WriteTo(append([]byte("echo "), buf[:n]...), from)
+			}
+		}()
+	}
+	r := newAgentRig(t, "allow udp 198.18.0.52:7100\ndefault deny\n", nil, 1500)
+	exchange := func(port string) (string, error) {
+		return r.run("bash", "-c", "exec 3<>/dev/udp/198.18.0.52/"+port+"; printf hi >&3; timeout 3 head -c 7 <&3")
+	}
+	if out, err := exchange("7100"); err != nil || out != "echo hi" {
+		t.Fatalf("allowed UDP: %v %q", err, out)
+	}
+	if out, err := exchange("7101"); err == nil {
+		t.Fatalf("denied UDP answered: %q", out)
+	}
+}
+
+// TestHostServicesAreUnreachable: "default allow" opens the world, not the
+// host: a service on one of the host's own addresses is refused to TCP,
+// to the proxy's ports and to ping, until a rule names it.
+func TestHostServicesAreUnreachable(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.53", "198.18.0.54")
+	serveTCP(t, "198.18.0.53:7200", "host service\n")
+	serveTCP(t, "198.18.0.54:7200", "named service\n")
+	r := newAgentRig(t, "allow tcp 198.18.0.54:7200\ndefault allow\n", nil, 1500)
+
+	if out, err := r.run("bash", "-c", "timeout 5 cat < /dev/tcp/198.18.0.53/7200"); err == nil {
+		t.Fatalf("host service reached under default allow: %q", out)
+	}
+	if out, err := r.run("curl", "-sS", "--max-time", "5", "http://198.18.0.53:80/"); err == nil {
+		t.Fatalf("host port 80 reached: %q", out)
+	}
+	if out, err := r.run("ping", "-c", "1", "-W", "3", "198.18.0.53"); err == nil {
+		t.Fatalf("host pinged: %s", out)
+	}
+	if out, err := r.run("bash", "-c", "timeout 5 cat < /dev/tcp/198.18.0.54/7200"); err != nil || out != "named service\n" {
+		t.Fatalf("a named host service: %v %q", err, out)
+	}
+	found := false
+	for _, e := range r.dec.all() {
+		found = found || (e.IP == "198.18.0.53" && e.Action == "deny" && e.Rule.Origin == firewall.OriginHostLocal)
+	}
+	if !found {
+		t.Fatalf("no hostLocal deny event: %+v", r.dec.all())
+	}
+}
+
+// TestGitCloneInTheVM: the real git client in the VM clones over HTTPS
+// through the transparent proxy from git http-backend.
+func TestGitCloneInTheVM(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.55")
+	root := testgit.SeededRepo(t, "repo.git", "cloned through guard\n")
+	r := newAgentRig(t, "allow web git.example.test\ndefault deny\n", map[string]string{"git.example.test": "198.18.0.55"}, 1500)
+	ln, err := net.Listen("tcp", "198.18.0.55:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: testgit.Backend(t, root), TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.pki.ServerCert(t, "git.example.test")}}}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+
+	work := t.TempDir()
+	clone := filepath.Join(work, "clone")
+	if out, err := r.run("env", "HOME="+work, "GIT_CONFIG_NOSYSTEM=1", "GIT_SSL_CAINFO="+r.caFile,
+		"git", "clone", "-q", "https://git.example.test/repo.git", clone); err != nil {
+		t.Fatalf("git clone in the VM: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(clone, "README")); err != nil || string(b) != "cloned through guard\n" {
+		t.Fatalf("clone: %q %v", b, err)
+	}
+}
