@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"github.com/miekg/dns"
 
 	"context"
@@ -60,6 +61,9 @@ type Config struct {
 	// Netns makes a network namespace for the agent, wired to guardd's
 	// stack (guardd --netns); it replaces VM.
 	Netns string
+	// MTU is the VM link's MTU (guardd --mtu); 0 for the link's default:
+	// the interface's own for afpacket, NetnsMTU for Netns, 1500 otherwise.
+	MTU uint32
 	// Components are started by Run.
 	Components []Component
 }
@@ -169,7 +173,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 			d.close()
 			return nil, errors.New("--netns and --vm are exclusive: --netns makes its own link")
 		}
-		if d.netns, err = createNamespace(cfg.Netns); err != nil {
+		if d.netns, err = createNamespace(cfg.Netns, cmp.Or(cfg.MTU, NetnsMTU)); err != nil {
 			d.close()
 			return nil, err
 		}
@@ -277,7 +281,11 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 			open = netstack.OpenTAP
 		}
 		run = func(ctx context.Context) error {
-			ep, closeLink, err := open(arg, 1500)
+			mtu := d.cfg.MTU
+			if kind == "tap" {
+				mtu = cmp.Or(mtu, defaultMTU)
+			}
+			ep, closeLink, err := open(arg, mtu) // afpacket: 0 is the interface's
 			if err != nil {
 				return err
 			}
@@ -306,7 +314,7 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 					}
 					return err
 				}
-				if err := serveFrames(ctx, netstack.NewQEMUConn(c), stackCfg); err != nil {
+				if err := serveFrames(ctx, netstack.NewQEMUConn(c), stackCfg, cmp.Or(d.cfg.MTU, defaultMTU)); err != nil {
 					d.logger.Info("VM link ended", "link", d.cfg.VM, "err", err)
 				}
 			}
@@ -320,7 +328,7 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 		os.Chmod(arg, 0o600)
 		run = func(ctx context.Context) error {
 			defer os.Remove(arg)
-			return serveFrames(ctx, netstack.NewVfkitConn(c), stackCfg)
+			return serveFrames(ctx, netstack.NewVfkitConn(c), stackCfg, cmp.Or(d.cfg.MTU, defaultMTU))
 		}
 	default:
 		return fmt.Errorf("--vm %q: link kind %q is not supported (qemu:PATH, vfkit:PATH, tap:IFNAME or afpacket:IFNAME)", d.cfg.VM, kind)
@@ -329,9 +337,19 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 	return nil
 }
 
+// MTUs of the VM link. A VM whose own MTU is larger than the link's still
+// works (the handshake's MSS settles it); DHCP offers the link's.
+const (
+	defaultMTU = 1500
+	// NetnsMTU is the veth's for --netns: every flow ends in guardd, so the
+	// far side never sees it, and large frames halve the stack's per-packet
+	// work (see README, Performance).
+	NetnsMTU = 65520
+)
+
 // serveFrames runs a stack on one frame link until the link or ctx ends.
-func serveFrames(ctx context.Context, fc netstack.FrameConn, cfg netstack.Config) error {
-	ep := netstack.NewFrameEndpoint(fc, 1500, netstack.GatewayMAC())
+func serveFrames(ctx context.Context, fc netstack.FrameConn, cfg netstack.Config, mtu uint32) error {
+	ep := netstack.NewFrameEndpoint(fc, mtu, netstack.GatewayMAC())
 	st, err := netstack.New(cfg, ep)
 	if err != nil {
 		fc.Close()

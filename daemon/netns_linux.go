@@ -28,7 +28,7 @@ func ipCmd(args ...string) error {
 
 // createNamespace builds the namespace; it refuses one that exists, so as
 // never to take over somebody else's.
-func createNamespace(name string) (*vmNamespace, error) {
+func createNamespace(name string, mtu uint32) (*vmNamespace, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("--netns %s: creating a network namespace needs root", name)
 	}
@@ -41,7 +41,7 @@ func createNamespace(name string) (*vmNamespace, error) {
 	gw := VMGateway().Addr().String()
 	steps := [][]string{
 		{"netns", "add", name},
-		{"link", "add", ns.hostIf, "type", "veth", "peer", "name", peer},
+		{"link", "add", ns.hostIf, "mtu", fmt.Sprint(mtu), "type", "veth", "peer", "name", peer, "mtu", fmt.Sprint(mtu)},
 		{"link", "set", peer, "netns", name},
 		{"-n", name, "link", "set", peer, "name", "eth0"},
 		{"-n", name, "addr", "add", "10.0.2.15/24", "dev", "eth0"},

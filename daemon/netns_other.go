@@ -6,7 +6,7 @@ import "errors"
 
 type vmNamespace struct{ hostIf string }
 
-func createNamespace(name string) (*vmNamespace, error) {
+func createNamespace(name string, mtu uint32) (*vmNamespace, error) {
 	return nil, errors.New("--netns needs Linux network namespaces")
 }
 

@@ -136,6 +136,9 @@ func TestNetnsForTheAgent(t *testing.T) {
 	if err != nil || out != "agent reached api.example.test" {
 		t.Fatalf("curl in the namespace: %v %s", err, out)
 	}
+	if link, _ := testnet.InVM(ns, "ip", "link", "show", "dev", "eth0"); !strings.Contains(link, "mtu 65520") {
+		t.Errorf("the namespace's link is not jumbo: %s", link)
+	}
 	if out, err := testnet.InVM(ns, "curl", "-sS", "--max-time", "5", "http://198.18.0.21:443/"); err == nil {
 		t.Fatalf("plain HTTP on 443 passed: %s", out)
 	}

@@ -107,10 +107,10 @@ func serveTCP(t *testing.T, addr, reply string) {
 func TestPingIsAnsweredOnlyByTheDestination(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.50", "198.18.0.51")
 	// A host that ignores pings: a second namespace, routed from the host.
-	silentNS, silentIf := testnet.VM(t, netip.MustParsePrefix("10.81.0.2/24"), netip.MustParseAddr("10.81.0.1"))
-	testnet.Run(t, "ip", "addr", "add", "10.81.0.1/24", "dev", silentIf)
+	silentNS, silentIf := testnet.VM(t, netip.MustParsePrefix("10.82.0.2/24"), netip.MustParseAddr("10.82.0.1"))
+	testnet.Run(t, "ip", "addr", "add", "10.82.0.1/24", "dev", silentIf)
 	testnet.Run(t, "ip", "netns", "exec", silentNS, "sysctl", "-q", "-w", "net.ipv4.icmp_echo_ignore_all=1")
-	r := newAgentRig(t, "allow any 198.18.0.50\nallow any 10.81.0.2\ndefault deny\n", nil, 1500)
+	r := newAgentRig(t, "allow any 198.18.0.50\nallow any 10.82.0.2\ndefault deny\n", nil, 1500)
 
 	if out, err := r.run("ping", "-c", "2", "-W", "5", "198.18.0.50"); err != nil || !strings.Contains(out, "2 received") {
 		t.Fatalf("allowed ping: %v\n%s", err, out)
@@ -118,8 +118,8 @@ func TestPingIsAnsweredOnlyByTheDestination(t *testing.T) {
 	if out, err := r.run("ping", "-c", "1", "-W", "3", "198.18.0.51"); err == nil || !strings.Contains(out, "filtered") {
 		t.Fatalf("denied ping: %v\n%s", err, out)
 	}
-	// 10.81.0.2 is allowed but does not answer.
-	if out, err := r.run("ping", "-c", "1", "-W", "3", "10.81.0.2"); err == nil || !strings.Contains(out, "0 received") {
+	// 10.82.0.2 is allowed but does not answer.
+	if out, err := r.run("ping", "-c", "1", "-W", "3", "10.82.0.2"); err == nil || !strings.Contains(out, "0 received") {
 		t.Fatalf("an unanswered destination got a reply: %v\n%s", err, out)
 	}
 	// The gateway answers for itself.
@@ -133,7 +133,7 @@ func TestPingIsAnsweredOnlyByTheDestination(t *testing.T) {
 		}
 	}
 	// Two echoes of one ping session are one decision.
-	if strings.Join(icmpEvents, ",") != "allow 198.18.0.50,deny 198.18.0.51,allow 10.81.0.2" {
+	if strings.Join(icmpEvents, ",") != "allow 198.18.0.50,deny 198.18.0.51,allow 10.82.0.2" {
 		t.Fatalf("icmp events: %v", icmpEvents)
 	}
 }

@@ -129,7 +129,8 @@ func (n *Stack) dhcpReply(b []byte) []byte {
 			layers.NewDHCPOption(layers.DHCPOptSubnetMask, mask),
 			layers.NewDHCPOption(layers.DHCPOptRouter, gw),
 			layers.NewDHCPOption(layers.DHCPOptDNS, gw),
-			layers.NewDHCPOption(layers.DHCPOptInterfaceMTU, []byte{0x05, 0xdc}), // 1500
+			// The link's MTU, so that a VM on a jumbo link uses it.
+			layers.NewDHCPOption(layers.DHCPOptInterfaceMTU, binary.BigEndian.AppendUint16(nil, uint16(min(n.mtu, 65535)))),
 		)
 	}
 	reply.Options = append(reply.Options, layers.NewDHCPOption(layers.DHCPOptEnd, nil))

@@ -17,13 +17,15 @@ import (
 )
 
 // TestDHCPWithARealClient: dhclient in a namespace gets the VM's address,
-// the route and the DNS server from the gateway.
+// the route, the DNS server and the link's jumbo MTU from the gateway.
 func TestDHCPWithARealClient(t *testing.T) {
 	if _, err := exec.LookPath("dhclient"); err != nil {
 		t.Fatal("dhclient is needed: .ci/run installs isc-dhcp-client")
 	}
 	ns, hostIf, vmIf := testnet.BareVM(t)
-	ep, closeEP, err := OpenAFPacket(hostIf, 1500)
+	// The host end is jumbo, the VM's end starts at 1500: DHCP tells it.
+	testnet.Run(t, "ip", "link", "set", hostIf, "mtu", "9000")
+	ep, closeEP, err := OpenAFPacket(hostIf, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +55,10 @@ func TestDHCPWithARealClient(t *testing.T) {
 	addrs := testnet.Run(t, "ip", "-n", ns, "-4", "addr", "show", "dev", vmIf)
 	routes := testnet.Run(t, "ip", "-n", ns, "route")
 	resolv, _ := os.ReadFile(filepath.Join("/etc/netns", ns, "resolv.conf"))
+	link := testnet.Run(t, "ip", "-n", ns, "link", "show", "dev", vmIf)
+	if !strings.Contains(link, "mtu 9000") {
+		t.Errorf("the VM's MTU after DHCP: %s", link)
+	}
 	if !strings.Contains(addrs, "inet 10.0.2.15/24") || !strings.Contains(routes, "default via 10.0.2.2") || !strings.Contains(string(resolv), "nameserver 10.0.2.2") {
 		t.Fatalf("after DHCP:\n%s\n%s\n%s", addrs, routes, resolv)
 	}

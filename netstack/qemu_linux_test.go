@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 	"github.com/miekg/dns"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -31,13 +33,13 @@ import (
 
 // vmStack is a second gVisor stack playing the VM at 10.0.2.15, on the
 // other end of the QEMU link.
-func vmStack(t *testing.T, c net.Conn) *stack.Stack {
+func vmStack(t *testing.T, link *QEMUConn) *stack.Stack {
 	t.Helper()
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
-	ep := NewFrameEndpoint(NewQEMUConn(c), 1500, net.HardwareAddr{0x02, 0, 0, 0, 0, 0x15})
+	ep := NewFrameEndpoint(link, 1500, net.HardwareAddr{0x02, 0, 0, 0, 0, 0x15})
 	ctx, cancel := context.WithCancel(context.Background())
 	go ep.Run(ctx)
 	t.Cleanup(func() { cancel(); s.Close() })
@@ -55,11 +57,22 @@ func vmStack(t *testing.T, c net.Conn) *stack.Stack {
 type qemuRig struct {
 	ctx    context.Context
 	vm     *stack.Stack
+	link   *QEMUConn // the VM's end, for writing raw frames beside vm
+	guard  *Stack
 	active *firewall.Active
 	snoop  *firewall.SnoopTable
 }
 
 func newQEMURig(t *testing.T, rulesText string, static map[string]string) *qemuRig {
+	t.Helper()
+	r := newGuardOnQEMULink(t, rulesText, static)
+	r.vm = vmStack(t, r.link)
+	return r
+}
+
+// newGuardOnQEMULink is guard's stack alone on a QEMU link; the test owns
+// the VM's end.
+func newGuardOnQEMULink(t *testing.T, rulesText string, static map[string]string) *qemuRig {
 	t.Helper()
 	guardSide, vmSide := socketpair(t)
 	pol, err := rules.ParseString(rulesText)
@@ -82,7 +95,8 @@ func newQEMURig(t *testing.T, rulesText string, static map[string]string) *qemuR
 	}
 	t.Cleanup(st.Close)
 	r.ctx = ctx
-	r.vm = vmStack(t, vmSide)
+	r.guard = st
+	r.link = NewQEMUConn(vmSide)
 	return r
 }
 
@@ -301,5 +315,98 @@ func TestBlackHoleDoesNotStallOthers(t *testing.T) {
 	c.Close()
 	if string(got) != "alive\n" || time.Since(start) > 3*time.Second {
 		t.Fatalf("live flow: %q after %v", got, time.Since(start))
+	}
+}
+
+// blackHoleVM answers every ARP request for an address other than the
+// gateway's with the VM's MAC, and drops every other frame.
+func blackHoleVM(link *QEMUConn) {
+	vmMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x15}
+	buf := make([]byte, maxFrame)
+	for {
+		n, err := link.ReadFrame(buf)
+		if err != nil {
+			return
+		}
+		p := gopacket.NewPacket(buf[:n], layers.LayerTypeEthernet, gopacket.NoCopy)
+		req, ok := p.Layer(layers.LayerTypeARP).(*layers.ARP)
+		if !ok || req.Operation != layers.ARPRequest {
+			continue
+		}
+		eth := &layers.Ethernet{SrcMAC: vmMAC, DstMAC: req.SourceHwAddress, EthernetType: layers.EthernetTypeARP}
+		reply := &layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4,
+			Operation: layers.ARPReply, SourceHwAddress: vmMAC, SourceProtAddress: req.DstProtAddress,
+			DstHwAddress: req.SourceHwAddress, DstProtAddress: req.SourceProtAddress}
+		out := gopacket.NewSerializeBuffer()
+		if gopacket.SerializeLayers(out, gopacket.SerializeOptions{FixLengths: true}, eth, reply) == nil {
+			link.WriteFrame(out.Bytes())
+		}
+	}
+}
+
+// synFrame is a TCP SYN from src:sport to dst:dport, addressed to the
+// gateway's MAC as the VM's frames are.
+func synFrame(t *testing.T, src, dst netip.Addr, sport, dport uint16) []byte {
+	t.Helper()
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{0x02, 0, 0, 0, 0, 0x15}, DstMAC: GatewayMAC(), EthernetType: layers.EthernetTypeIPv4}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+	seg := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), SYN: true, Seq: uint32(sport) << 16, Window: 64240}
+	seg.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, eth, ip, seg); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestSYNFloodIsBounded: the VM sends 30,000 SYNs from spoofed addresses
+// and never completes a handshake: it answers ARP for every address and
+// swallows the SYN-ACKs, the worst case. guard holds at most maxInFlight
+// half-open handshakes (gVisor retries each SYN-ACK for about a minute),
+// drops the rest, and its memory stays bounded; closing the stack leaves
+// nothing behind.
+func TestSYNFloodIsBounded(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.34")
+	serveTCP(t, "198.18.0.34:7006", "alive\n")
+	r := newGuardOnQEMULink(t, "allow tcp 198.18.0.34:7006\ndefault deny\n", nil)
+	go blackHoleVM(r.link)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
+
+	dst := netip.MustParseAddr("198.18.0.34")
+	const syns = 30000
+	for i := range syns {
+		src := netip.AddrFrom4([4]byte{10, 0, 2, byte(100 + i%150)})
+		if err := r.link.WriteFrame(synFrame(t, src, dst, uint16(1024+i/150), 7006)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Let the stack take in what it will.
+	time.Sleep(2 * time.Second)
+	held := runtime.NumGoroutine() - goroutines
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	dropped := r.guard.s.Stats().TCP.ForwardMaxInFlightDrop.Value()
+	t.Logf("%d SYNs: %d goroutines held, %d dropped at the in-flight cap, heap +%d MiB", syns, held, dropped, grew>>20)
+	if held > maxInFlight+100 {
+		t.Errorf("%d goroutines held by half-open handshakes (cap %d)", held, maxInFlight)
+	}
+	if dropped < syns/2 {
+		t.Errorf("only %d SYNs dropped past the cap", dropped)
+	}
+	if grew > 256<<20 {
+		t.Errorf("heap grew by %d MiB", grew>>20)
+	}
+	r.guard.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for runtime.NumGoroutine() > goroutines+20 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines+20 {
+		t.Fatalf("%d goroutines after closing the stack, %d before the flood", n, goroutines)
 	}
 }

@@ -99,6 +99,7 @@ type Stack struct {
 	cfg      Config
 	dnsFlows chan struct{} // a slot per live DNS flow
 	pings    *pings
+	mtu      uint32 // the link's, offered to the VM by DHCP
 	s        *stack.Stack
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -145,7 +146,7 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 	timeWait := tcpip.TCPTimeWaitTimeoutOption(time.Second)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &timeWait)
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel, dnsFlows: make(chan struct{}, maxDNSFlows), pings: newPings()}
+	n := &Stack{cfg: cfg, s: s, ctx: ctx, cancel: cancel, dnsFlows: make(chan struct{}, maxDNSFlows), pings: newPings(), mtu: ep.MTU()}
 	// Handlers go in before the NIC: attaching the link starts delivery.
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcp.NewForwarder(s, 0, maxInFlight, n.handleTCP).HandlePacket)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(s, n.handleUDP).HandlePacket)

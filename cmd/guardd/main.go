@@ -25,7 +25,7 @@ timeline, and serves the control socket that guardctl talks to.
 
 Usage:
   guardd --profile FILE [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
-         [--vm LINK | --netns NAME] [--log-level LEVEL]
+         [--vm LINK | --netns NAME] [--mtu N] [--log-level LEVEL]
   guardd --demo [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
 
 Flags:
@@ -56,6 +56,10 @@ Flags:
   --netns NAME       make network namespace NAME for the agent (Linux, root):
                      eth0 at 10.0.2.15/24, default route and DNS through guardd,
                      removed when guardd stops. Then: ip netns exec NAME curl ...
+  --mtu N            the VM link's MTU, 576 to 65535, offered to the VM by DHCP
+                     (default: the interface's own for afpacket, 65520 for
+                     --netns, 1500 for qemu, vfkit and tap). Every flow ends in
+                     guardd, so a large MTU costs nothing on the far side
   --log-level LEVEL  debug, info, warn or error (default info); logs go to stderr
   -h, --help         show this help
 
@@ -82,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	proxyListen := fs.String("proxy-listen", "", "")
 	vm := fs.String("vm", "", "")
 	netns := fs.String("netns", "", "")
+	mtu := fs.Uint("mtu", 0, "")
 	level := fs.String("log-level", "info", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -96,6 +101,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if (*profile == "") == !*demo {
 		fmt.Fprintln(stderr, "guardd: give exactly one of --profile FILE or --demo; see guardd --help")
+		return 2
+	}
+	if *mtu != 0 && (*mtu < 576 || *mtu > 65535) {
+		fmt.Fprintf(stderr, "guardd: --mtu %d: want 576 to 65535\n", *mtu)
+		return 2
+	}
+	if *mtu != 0 && *vm == "" && *netns == "" {
+		fmt.Fprintln(stderr, "guardd: --mtu needs --vm or --netns; see guardd --help")
 		return 2
 	}
 	var lvl slog.Level
@@ -120,6 +133,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ProxyListen: *proxyListen,
 		VM:          *vm,
 		Netns:       *netns,
+		MTU:         uint32(*mtu),
 		Logger:      logger,
 	})
 	if err != nil {
