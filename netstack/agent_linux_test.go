@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"guard/audit"
 	"guard/firewall"
 	"guard/internal/testgit"
 	"guard/internal/testnet"
@@ -31,8 +33,16 @@ type agentRig struct {
 	caFile string // the guard CA, for the VM's clients
 }
 
-func newAgentRig(t *testing.T, rulesText string, static map[string]string, mtu int) *agentRig {
+// agentOptions vary the rig: the veth MTU (1500 when 0), and transparent
+// interception turned off.
+type agentOptions struct {
+	mtu          int
+	interceptOff bool
+}
+
+func newAgentRig(t *testing.T, rulesText string, static map[string]string, opts agentOptions) *agentRig {
 	t.Helper()
+	mtu := cmp.Or(opts.mtu, 1500)
 	ns, hostIf := testnet.VM(t, netip.MustParsePrefix("10.78.0.2/24"), netip.MustParseAddr("10.78.0.1"))
 	if mtu != 1500 {
 		testnet.SetMTU(t, ns, hostIf, mtu)
@@ -68,7 +78,7 @@ func newAgentRig(t *testing.T, rulesText string, static map[string]string, mtu i
 		t.Fatal(err)
 	}
 	st, err := New(Config{Gateway: netip.MustParsePrefix("10.78.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw,
-		Intercept: true, Pinger: pinger, Logger: quiet}, ep)
+		Intercept: !opts.interceptOff, Pinger: pinger, Logger: quiet}, ep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +120,7 @@ func TestPingIsAnsweredOnlyByTheDestination(t *testing.T) {
 	silentNS, silentIf := testnet.VM(t, netip.MustParsePrefix("10.82.0.2/24"), netip.MustParseAddr("10.82.0.1"))
 	testnet.Run(t, "ip", "addr", "add", "10.82.0.1/24", "dev", silentIf)
 	testnet.Run(t, "ip", "netns", "exec", silentNS, "sysctl", "-q", "-w", "net.ipv4.icmp_echo_ignore_all=1")
-	r := newAgentRig(t, "allow any 198.18.0.50\nallow any 10.82.0.2\ndefault deny\n", nil, 1500)
+	r := newAgentRig(t, "allow any 198.18.0.50\nallow any 10.82.0.2\ndefault deny\n", nil, agentOptions{})
 
 	if out, err := r.run("ping", "-c", "2", "-W", "5", "198.18.0.50"); err != nil || !strings.Contains(out, "2 received") {
 		t.Fatalf("allowed ping: %v\n%s", err, out)
@@ -159,7 +169,7 @@ func TestUDPExchangeThroughTheStack(t *testing.T) {
 			}
 		}()
 	}
-	r := newAgentRig(t, "allow udp 198.18.0.52:7100\ndefault deny\n", nil, 1500)
+	r := newAgentRig(t, "allow udp 198.18.0.52:7100\ndefault deny\n", nil, agentOptions{})
 	exchange := func(port string) (string, error) {
 		return r.run("bash", "-c", "exec 3<>/dev/udp/198.18.0.52/"+port+"; printf hi >&3; timeout 3 head -c 7 <&3")
 	}
@@ -178,7 +188,7 @@ func TestHostServicesAreUnreachable(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.53", "198.18.0.54")
 	serveTCP(t, "198.18.0.53:7200", "host service\n")
 	serveTCP(t, "198.18.0.54:7200", "named service\n")
-	r := newAgentRig(t, "allow tcp 198.18.0.54:7200\ndefault allow\n", nil, 1500)
+	r := newAgentRig(t, "allow tcp 198.18.0.54:7200\ndefault allow\n", nil, agentOptions{})
 
 	if out, err := r.run("bash", "-c", "timeout 5 cat < /dev/tcp/198.18.0.53/7200"); err == nil {
 		t.Fatalf("host service reached under default allow: %q", out)
@@ -206,7 +216,7 @@ func TestHostServicesAreUnreachable(t *testing.T) {
 func TestGitCloneInTheVM(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.55")
 	root := testgit.SeededRepo(t, "repo.git", "cloned through guard\n")
-	r := newAgentRig(t, "allow web git.example.test\ndefault deny\n", map[string]string{"git.example.test": "198.18.0.55"}, 1500)
+	r := newAgentRig(t, "allow web git.example.test\ndefault deny\n", map[string]string{"git.example.test": "198.18.0.55"}, agentOptions{})
 	ln, err := net.Listen("tcp", "198.18.0.55:443")
 	if err != nil {
 		t.Fatal(err)
@@ -223,5 +233,52 @@ func TestGitCloneInTheVM(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(clone, "README")); err != nil || string(b) != "cloned through guard\n" {
 		t.Fatalf("clone: %q %v", b, err)
+	}
+}
+
+// TestInterceptionOffStillDecidesSNI: with transparentInterception off,
+// TLS on 443 is spliced undecrypted (the client sees the server's own
+// certificate), but the server name is still decided: a denied name is cut
+// even on an allowed address, and a name that is not one the VM resolved
+// for the address it dialled (fronting) is refused.
+func TestInterceptionOffStillDecidesSNI(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.56")
+	r := newAgentRig(t, "deny tcp denied.example.test\nallow tcp 198.18.0.56:443\ndefault deny\n",
+		map[string]string{"ok.example.test": "198.18.0.56"}, agentOptions{interceptOff: true})
+	ln, err := net.Listen("tcp", "198.18.0.56:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.WriteString(w, "spliced "+req.Host)
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.pki.ServerCert(t, "ok.example.test", "denied.example.test", "other.example.test")}}}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	upstreamCA := filepath.Join(t.TempDir(), "upstream.pem")
+	os.WriteFile(upstreamCA, r.pki.PEM, 0o644)
+	curl := func(args ...string) (string, error) {
+		return r.run(append([]string{"curl", "-sS", "--max-time", "10", "--cacert", upstreamCA}, args...)...)
+	}
+	// The upstream's own certificate verifies: nothing was decrypted.
+	if out, err := curl("https://ok.example.test/"); err != nil || out != "spliced ok.example.test" {
+		t.Fatalf("spliced HTTPS: %v %s", err, out)
+	}
+	// The VM resolved only ok.example.test for the address; the names below
+	// ride on it with --resolve.
+	if out, err := curl("--resolve", "denied.example.test:443:198.18.0.56", "https://denied.example.test/"); err == nil {
+		t.Fatalf("denied server name spliced: %s", out)
+	}
+	if out, err := curl("--resolve", "other.example.test:443:198.18.0.56", "https://other.example.test/"); err == nil {
+		t.Fatalf("a server name the VM never resolved was spliced: %s", out)
+	}
+	var sni []string
+	for _, e := range r.dec.all() {
+		if e.Layer == audit.LayerSNI {
+			sni = append(sni, e.Action+" "+e.Host)
+		}
+	}
+	want := []string{"allow ok.example.test", "deny denied.example.test", "deny other.example.test"}
+	if strings.Join(sni, ",") != strings.Join(want, ",") {
+		t.Fatalf("sni events %v, want %v", sni, want)
 	}
 }

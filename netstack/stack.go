@@ -34,8 +34,11 @@ type Decider interface {
 }
 
 // Transparent takes diverted port-80/443 connections; *proxy.Proxy.
+// ServeSpliced is for port 443 with interception off: the server name is
+// still decided, and the connection is spliced undecrypted.
 type Transparent interface {
 	ServeTransparent(ctx context.Context, conn net.Conn, originalDst netip.AddrPort)
+	ServeSpliced(ctx context.Context, conn net.Conn, originalDst netip.AddrPort)
 }
 
 // Names gives and holds the snooped names of an address;
@@ -221,11 +224,15 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	original := netip.AddrPortFrom(dst, port)
 	n.wg.Go(func() {
 		defer release()
-		if v.Action == firewall.Intercept || (n.cfg.Intercept && (port == 80 || port == 443)) {
+		switch {
+		case v.Action == firewall.Intercept || (n.cfg.Intercept && (port == 80 || port == 443)):
 			n.cfg.Proxy.ServeTransparent(n.ctx, conn, original)
-			return
+		case port == 443 && n.cfg.Proxy != nil:
+			// Interception is off, but the firewall still applies by SNI.
+			n.cfg.Proxy.ServeSpliced(n.ctx, conn, original)
+		default:
+			n.splice(conn, original)
 		}
-		n.splice(conn, original)
 	})
 }
 

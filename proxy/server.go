@@ -216,6 +216,9 @@ type connInfo struct {
 	dst         netip.Addr
 	port        uint16
 	transparent bool
+	// spliceOnly: transparent interception is off; TLS is decided by its
+	// server name and spliced, never decrypted, unless a web rule asks.
+	spliceOnly bool
 	// connectHost is the explicit CONNECT target's host, normalized.
 	connectHost string
 	// l4Names are the DNS names the VM resolved for dst.
@@ -240,6 +243,23 @@ func connInfoFrom(ctx context.Context) *connInfo {
 // VM, with the destination the VM dialled. It returns once the connection
 // is handed on; the connection is closed when done.
 func (p *Proxy) ServeTransparent(ctx context.Context, conn net.Conn, originalDst netip.AddrPort) {
+	p.serveConn(ctx, conn, p.transparentInfo(originalDst))
+}
+
+// ServeSpliced takes a diverted TLS connection when transparent
+// interception is off (the profile's transparentInterception false): the
+// ClientHello's server name is still decided at layer sni, and the
+// connection is spliced to the address the VM dialled without decryption.
+// A server name that is not one the VM resolved for that address is
+// refused, since nothing after the handshake can be checked. A web rule
+// that matches still forces interception.
+func (p *Proxy) ServeSpliced(ctx context.Context, conn net.Conn, originalDst netip.AddrPort) {
+	ci := p.transparentInfo(originalDst)
+	ci.spliceOnly = true
+	p.serveConn(ctx, conn, ci)
+}
+
+func (p *Proxy) transparentInfo(originalDst netip.AddrPort) *connInfo {
 	dst := firewall.CanonicalIP(originalDst.Addr())
 	ci := &connInfo{dst: dst, port: originalDst.Port(), transparent: true}
 	if p.cfg.Snoop != nil {
@@ -248,7 +268,7 @@ func (p *Proxy) ServeTransparent(ctx context.Context, conn net.Conn, originalDst
 	// The network stack decided this flow at L4; the proxy starts from the
 	// same verdict so that later layers can only tighten it.
 	ci.verdict = p.cfg.Policy.Load().Verdict(firewall.Flow{Proto: firewall.TCP, IP: dst, Names: ci.l4Names, Port: ci.port})
-	p.serveConn(ctx, conn, ci)
+	return ci
 }
 
 // serveConn runs the front of one client connection: TLS or not, SNI
@@ -270,7 +290,7 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn, ci *connInfo) {
 	}
 	rc := &replayConn{Conn: conn}
 	if first[0] != 0x16 { // not a TLS handshake record
-		if ci.port == 443 && ci.transparent {
+		if (ci.port == 443 || ci.spliceOnly) && ci.transparent {
 			// Deliberate: on 443 only TLS passes. Plain bytes there are
 			// either a confused client or a tunnel trying to look like TLS.
 			p.recordDeny(ctx, ci, audit.LayerSNI, "non-TLS bytes on port 443")
@@ -298,6 +318,10 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn, ci *connInfo) {
 		ci.verdict = v
 	}
 	conn.SetReadDeadline(time.Time{})
+	if ci.spliceOnly && ci.verdict.Action == firewall.Allow {
+		p.splice(ctx, rc, ci)
+		return
+	}
 	if ci.verdict.Action == firewall.Allow && ci.sni != "" && p.isPassThrough(ci.sni) && p.sniFitsDestination(ci) {
 		p.splice(ctx, rc, ci)
 		return
@@ -341,6 +365,12 @@ func (p *Proxy) decideSNI(ctx context.Context, ci *connInfo, sni string) (firewa
 		f.Names = []string{ci.sni}
 	}
 	v := firewall.Stricter(ci.verdict, p.cfg.Policy.Load().Verdict(f))
+	if ci.spliceOnly && v.Action == firewall.Allow && ci.sni != "" && !p.sniFitsDestination(ci) {
+		// Spliced, nothing after the handshake can be checked: the name
+		// must be one the VM resolved for the address it dialled.
+		v = firewall.Verdict{Action: firewall.Deny, Rule: firewall.RuleRef{Origin: "proxy",
+			Text: "with interception off, the TLS server name must be a name the VM resolved for the address it dialled"}}
+	}
 	if !p.record(ctx, audit.LayerSNI, f, v, ci.sni) || v.Action == firewall.Deny {
 		return v, false
 	}
