@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,7 +181,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.cfg.VM = "afpacket:" + d.netns.hostIf
 	}
 	if d.cfg.VM != "" {
-		if err := d.buildNetstack(prof); err != nil {
+		if err := d.buildNetstack(ctx, prof); err != nil {
 			d.close()
 			return nil, err
 		}
@@ -245,7 +246,7 @@ func listenLoopback(addr string) (net.Listener, error) {
 func VMGateway() netip.Prefix { return netip.MustParsePrefix("10.0.2.2/24") }
 
 // buildNetstack attaches the VM's link and starts the userspace stack.
-func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
+func (d *Daemon) buildNetstack(ctx context.Context, prof *workspace.Profile) error {
 	kind, arg, ok := strings.Cut(d.cfg.VM, ":")
 	if !ok || arg == "" {
 		return fmt.Errorf("--vm %q: want qemu:PATH, vfkit:PATH, tap:IFNAME or afpacket:IFNAME", d.cfg.VM)
@@ -264,8 +265,13 @@ func (d *Daemon) buildNetstack(prof *workspace.Profile) error {
 	stackCfg := netstack.Config{Gateway: VMGateway(), Decide: d, Names: d.snoop, Proxy: d.proxy,
 		DNS: gw, Intercept: prof.Egress.Intercepts(), HostAddrs: d.hostAddrs, Logger: d.logger}
 	if li := prof.LocalInference; li != nil {
-		if a, err := netip.ParseAddr(li.Host); err == nil {
-			stackCfg.LocalInference = netip.AddrPortFrom(a.Unmap(), uint16(li.Port))
+		a, err := resolveLocalInference(ctx, li.Host)
+		if err != nil {
+			return fmt.Errorf("localInference.host: %w", err)
+		}
+		stackCfg.LocalInference = netip.AddrPortFrom(a, uint16(li.Port))
+		if _, err := netip.ParseAddr(li.Host); err != nil {
+			stackCfg.LocalInferenceName = li.Host
 		}
 	}
 	if p, err := netstack.NewHostPinger(); err == nil {
@@ -410,6 +416,31 @@ func compile(prof *workspace.Profile, p *rules.Policy) (*firewall.Matcher, error
 	ex = append(ex, firewall.Exemption{Origin: "quic", Last: true, Rule: rules.Rule{Action: rules.Deny, Proto: rules.UDP,
 		Target: rules.Target{Kind: rules.AnyTarget}, Ports: rules.PortSet{{Lo: 443, Hi: 443}}}})
 	return firewall.Compile(p, ex...), nil
+}
+
+// resolveLocalInference finds the address of the host's model server, once
+// at start: a literal address as itself, a name (such as localhost) by the
+// host's resolver, IPv4 first since the VM's network is IPv4.
+func resolveLocalInference(ctx context.Context, host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().WithZone(""), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%s does not resolve: %w", host, err)
+	}
+	slices.SortStableFunc(addrs, func(a, b netip.Addr) int {
+		switch a4, b4 := a.Unmap().Is4(), b.Unmap().Is4(); {
+		case a4 == b4:
+			return 0
+		case a4:
+			return -1
+		}
+		return 1
+	})
+	return addrs[0].Unmap(), nil
 }
 
 // localInferenceRule is "allow tcp HOST:PORT" for the host's model server.

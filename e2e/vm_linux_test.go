@@ -19,8 +19,8 @@ import (
 
 // TestGuarddIsTheVMsNetwork runs guardd --vm afpacket: for a namespace
 // standing in for the VM, and real programs inside it: DNS through the
-// gateway, curl through the transparent proxy, and a hot rules change that
-// new flows see at once.
+// gateway, curl through the transparent proxy, the host's model server
+// named localhost, and a hot rules change that new flows see at once.
 func TestGuarddIsTheVMsNetwork(t *testing.T) {
 	ns, hostIf := testnet.VM(t, netip.MustParsePrefix("10.0.2.15/24"), netip.MustParseAddr("10.0.2.2"))
 	testnet.HostAddresses(t, "198.18.0.20")
@@ -35,11 +35,30 @@ func TestGuarddIsTheVMsNetwork(t *testing.T) {
 	go srv.ServeTLS(ln, "", "")
 	defer srv.Close()
 
+	// The host's model server, named "localhost" in the profile.
+	model, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	go func() {
+		for {
+			c, err := model.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "model on localhost\n")
+			c.Close()
+		}
+	}()
+	modelPort := model.Addr().(*net.TCPAddr).Port
+
 	dir := shortDir(t)
 	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
-	prof := writeFile(t, dir, "profile.json", `{"name":"vmtest",
+	prof := writeFile(t, dir, "profile.json", fmt.Sprintf(`{"name":"vmtest",
 	  "egress":{"rules":"allow web svc.example.test read-only\ndefault deny\n","upstreamCAs":["upstream-ca.pem"]},
-	  "dns":{"servers":["127.0.0.1:9"],"hosts":{"svc.example.test":"198.18.0.20"}}}`)
+	  "localInference":{"host":"localhost","port":%d},
+	  "dns":{"servers":["127.0.0.1:9"],"hosts":{"svc.example.test":"198.18.0.20"}}}`, modelPort))
 	g := startGuardd(t, "--profile", prof, "--vm", "afpacket:"+hostIf)
 	caPEM, _ := g.ctl(t, "ca", "export")
 	caFile := writeFile(t, dir, "ca.pem", caPEM)
@@ -61,6 +80,10 @@ func TestGuarddIsTheVMsNetwork(t *testing.T) {
 	}
 	if out, _ := curl("-X", "DELETE", "https://svc.example.test/"); !strings.Contains(out, "DELETE to svc.example.test blocked by guardrails") {
 		t.Fatalf("DELETE: %s", out)
+	}
+	// The local model, by the name the profile gives, through the gateway.
+	if out, err := testnet.InVM(ns, "bash", "-c", fmt.Sprintf("timeout 5 cat < /dev/tcp/10.0.2.2/%d", modelPort)); err != nil || out != "model on localhost\n" {
+		t.Fatalf("local inference by name: %v %q", err, out)
 	}
 	// A new policy applies to the next flow.
 	deny := writeFile(t, dir, "deny.rules", "deny any 198.18.0.20\ndefault deny\n")

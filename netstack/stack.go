@@ -70,6 +70,9 @@ type Config struct {
 	// the gateway address on the same port; it is the one way to the
 	// host's loopback, and the policy's exemption decides it.
 	LocalInference netip.AddrPort
+	// LocalInferenceName is the profile's host name for it, when it gave a
+	// name rather than an address: the exemption names that host.
+	LocalInferenceName string
 	// Pinger pings allowed destinations for the VM; nil leaves the VM's
 	// pings unanswered (never answered falsely).
 	Pinger Pinger
@@ -246,6 +249,9 @@ func (n *Stack) flow(proto firewall.Proto, dst netip.Addr, port uint16) firewall
 func (n *Stack) localInference(r *tcp.ForwarderRequest) {
 	li := n.cfg.LocalInference
 	f := firewall.Flow{Proto: firewall.TCP, IP: li.Addr(), Port: li.Port()}
+	if n.cfg.LocalInferenceName != "" {
+		f.Names = []string{n.cfg.LocalInferenceName}
+	}
 	if v := n.cfg.Decide.DecideFlow(n.ctx, f, audit.LayerL4); v.Action == firewall.Deny {
 		r.Complete(true)
 		return
