@@ -263,7 +263,7 @@ func (d *Daemon) buildNetstack(ctx context.Context, prof *workspace.Profile) err
 	}
 	gw := netstack.NewDNSGateway(netstack.DNSConfig{Upstreams: upstreams, Static: prof.DNS.Hosts, Snoop: d.snoop, Policy: d.active, Logger: d.logger})
 	stackCfg := netstack.Config{Gateway: VMGateway(), Decide: d, Names: d.snoop, Proxy: d.proxy,
-		DNS: gw, Intercept: prof.Egress.Intercepts(), HostAddrs: d.hostAddrs, Logger: d.logger}
+		DNS: gw, Intercept: prof.Egress.Intercepts(), HostAddrs: d.hostAddrs, Policy: d.active, Events: d.events, Logger: d.logger}
 	if li := prof.LocalInference; li != nil {
 		a, err := resolveLocalInference(ctx, li.Host)
 		if err != nil {

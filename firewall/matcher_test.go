@@ -698,3 +698,25 @@ func TestHostServicesNeedANamedRule(t *testing.T) {
 		})
 	}
 }
+
+func TestActiveChangedFiresOnSwap(t *testing.T) {
+	a := NewActive(mustCompile(t, "default allow\n"))
+	ch := a.Changed()
+	select {
+	case <-ch:
+		t.Fatal("changed before any swap")
+	default:
+	}
+	a.Swap(mustCompile(t, "default deny\n"))
+	select {
+	case <-ch:
+	default:
+		t.Fatal("a swap did not signal")
+	}
+	if next := a.Changed(); next == ch {
+		t.Fatal("the next change shares the old channel")
+	}
+	if a.Load().Verdict(tcp(443, "192.0.2.1")).Action != Deny {
+		t.Fatal("the swapped matcher is not in force")
+	}
+}

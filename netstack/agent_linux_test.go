@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -10,9 +11,11 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"guard/audit"
 	"guard/firewall"
@@ -28,6 +31,7 @@ import (
 // guardd --vm afpacket wires them.
 type agentRig struct {
 	ns     string
+	active *firewall.Active
 	dec    *decider
 	pki    *testpki.CA
 	caFile string // the guard CA, for the VM's clients
@@ -78,14 +82,14 @@ func newAgentRig(t *testing.T, rulesText string, static map[string]string, opts 
 		t.Fatal(err)
 	}
 	st, err := New(Config{Gateway: netip.MustParsePrefix("10.78.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw,
-		Intercept: !opts.interceptOff, Pinger: pinger, Logger: quiet}, ep)
+		Intercept: !opts.interceptOff, Pinger: pinger, Policy: active, Events: dec, Logger: quiet}, ep)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(caFile, ca.CertificatePEM(), 0o644)
-	return &agentRig{ns: ns, dec: dec, pki: pki, caFile: caFile}
+	return &agentRig{ns: ns, active: active, dec: dec, pki: pki, caFile: caFile}
 }
 
 func (r *agentRig) run(args ...string) (string, error) { return testnet.InVM(r.ns, args...) }
@@ -280,5 +284,111 @@ func TestInterceptionOffStillDecidesSNI(t *testing.T) {
 	want := []string{"allow ok.example.test", "deny denied.example.test", "deny other.example.test"}
 	if strings.Join(sni, ",") != strings.Join(want, ",") {
 		t.Fatalf("sni events %v, want %v", sni, want)
+	}
+}
+
+// TestPolicyChangeCutsOpenFlows: a rules change is how a person stops an
+// agent, so a long-lived flow the new policy denies is cut at once (plain
+// TCP, UDP and an HTTPS connection held in the proxy), while flows it still
+// allows stay open.
+func TestPolicyChangeCutsOpenFlows(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.57", "198.18.0.58")
+	const allowAll = "allow any 198.18.0.57\nallow any 198.18.0.58\ndefault deny\n"
+	r := newAgentRig(t, allowAll, map[string]string{"agent.example.test": "198.18.0.57"}, agentOptions{})
+	// Servers that hold the connection open until the client goes.
+	hold := func(addr string) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { io.WriteString(c, "open\n"); io.Copy(io.Discard, c); c.Close() }()
+			}
+		}()
+	}
+	hold("198.18.0.57:7300")
+	hold("198.18.0.58:7300")
+	pc, err := net.ListenPacket("udp", "198.18.0.57:7301")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(buf[:n], from)
+		}
+	}()
+	ln, err := net.Listen("tcp", "198.18.0.57:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The HTTPS server streams until the client goes, as a long poll or an
+	// event stream does.
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		for req.Context().Err() == nil {
+			io.WriteString(w, "tick\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.pki.ServerCert(t, "agent.example.test")}}}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Each client runs in the VM and prints "ended" when its flow ends.
+	start := func(script string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "bash", "-c", script+"; echo ended")
+		cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	tcpCut := start("cat < /dev/tcp/198.18.0.57/7300")
+	tcpKept := start("cat < /dev/tcp/198.18.0.58/7300")
+	udpCut := start("exec 3<>/dev/udp/198.18.0.57/7301; while printf x >&3 && timeout 2 head -c 1 <&3 >/dev/null; do sleep 0.2; done")
+	httpsCut := start("curl -sSN --cacert " + r.caFile + " https://agent.example.test/stream >/dev/null")
+	time.Sleep(1500 * time.Millisecond) // all four are open and talking
+
+	changed := time.Now()
+	pol, _ := rules.ParseString("allow any 198.18.0.58\ndefault deny\n")
+	r.active.Swap(firewall.Compile(pol))
+	for name, cmd := range map[string]*exec.Cmd{"tcp": tcpCut, "udp": udpCut, "https": httpsCut} {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the %s flow outlived the policy that denies it", name)
+		}
+	}
+	t.Logf("denied flows ended %v after the change", time.Since(changed))
+	if tcpKept.ProcessState != nil {
+		t.Fatal("the still-allowed flow was cut")
+	}
+	tcpKept.Process.Kill()
+	cuts := 0
+	for _, e := range r.dec.all() {
+		if e.Reason == "an open flow cut by a policy change" && e.IP == "198.18.0.57" {
+			cuts++
+		}
+		if e.Reason != "" && e.IP == "198.18.0.58" {
+			t.Errorf("event for the kept flow: %+v", e)
+		}
+	}
+	if cuts < 3 {
+		t.Fatalf("%d cut events, want one per denied flow (3)", cuts)
 	}
 }

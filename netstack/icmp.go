@@ -26,7 +26,7 @@ const (
 	pingWait = 5 * time.Second
 	// pingFlowIdle is how long a ping session (destination and echo
 	// identifier) keeps its decision, so that `ping` is one event, not
-	// one a second. A new session after a rules change sees the new rules.
+	// one a second. A policy change makes every session decide again.
 	pingFlowIdle  = 10 * time.Second
 	maxPingFlows  = 1024
 	replyTTL      = 64
@@ -62,6 +62,13 @@ type pings struct {
 
 func newPings() *pings {
 	return &pings{slots: make(chan struct{}, maxPings), flows: map[pingKey]pingFlow{}}
+}
+
+// forget drops the remembered decisions, after a policy change.
+func (p *pings) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.flows)
 }
 
 // handleICMP takes the VM's echo requests to destinations other than the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -73,6 +74,11 @@ type Config struct {
 	// LocalInferenceName is the profile's host name for it, when it gave a
 	// name rather than an address: the exemption names that host.
 	LocalInferenceName string
+	// Policy is the policy in force; after each change the open flows are
+	// decided again and those it denies are cut (nil: they never are).
+	Policy Watched
+	// Events records the cuts; nil records nothing.
+	Events Recorder
 	// Pinger pings allowed destinations for the VM; nil leaves the VM's
 	// pings unanswered (never answered falsely).
 	Pinger Pinger
@@ -105,6 +111,7 @@ type Stack struct {
 	cfg      Config
 	dnsFlows chan struct{} // a slot per live DNS flow
 	pings    *pings
+	open     openFlows
 	mtu      uint32 // the link's, offered to the VM by DHCP
 	s        *stack.Stack
 	ctx      context.Context
@@ -177,6 +184,9 @@ func New(cfg Config, ep stack.LinkEndpoint) (*Stack, error) {
 		n.Close()
 		return nil, err
 	}
+	if cfg.Policy != nil {
+		n.wg.Go(n.watchPolicy)
+	}
 	return n, nil
 }
 
@@ -223,18 +233,26 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	if !ok {
 		return
 	}
-	release := n.cfg.Names.Hold(dst)
 	original := netip.AddrPortFrom(dst, port)
+	intercept := v.Action == firewall.Intercept || (n.cfg.Intercept && (port == 80 || port == 443))
+	viaProxy := intercept || (port == 443 && n.cfg.Proxy != nil)
+	// The flow lives until its connection is closed, by whoever holds it
+	// last (the proxy returns as soon as it has taken the connection): its
+	// names are held in the snoop table and a policy change can cut it.
+	release := n.cfg.Names.Hold(dst)
+	tc := &trackedConn{TCPConn: conn}
+	conns := &connSet{conns: []io.Closer{tc}}
+	remove := n.open.add(f, viaProxy, conns.closeAll)
+	tc.done = func() { remove(); release() }
 	n.wg.Go(func() {
-		defer release()
 		switch {
-		case v.Action == firewall.Intercept || (n.cfg.Intercept && (port == 80 || port == 443)):
-			n.cfg.Proxy.ServeTransparent(n.ctx, conn, original)
-		case port == 443 && n.cfg.Proxy != nil:
+		case intercept:
+			n.cfg.Proxy.ServeTransparent(n.ctx, tc, original)
+		case viaProxy:
 			// Interception is off, but the firewall still applies by SNI.
-			n.cfg.Proxy.ServeSpliced(n.ctx, conn, original)
+			n.cfg.Proxy.ServeSpliced(n.ctx, tc, original)
 		default:
-			n.splice(conn, original)
+			n.splice(tc, original, conns)
 		}
 	})
 }
@@ -242,6 +260,19 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 // flow describes a new flow from the VM for the firewall.
 func (n *Stack) flow(proto firewall.Proto, dst netip.Addr, port uint16) firewall.Flow {
 	return firewall.Flow{Proto: proto, IP: dst, Names: n.cfg.Names.Names(dst), Port: port, HostLocal: n.cfg.HostAddrs.Contains(dst)}
+}
+
+// trackedConn is a VM connection that tells its flow when it is closed.
+type trackedConn struct {
+	*gonet.TCPConn
+	once sync.Once
+	done func()
+}
+
+func (c *trackedConn) Close() error {
+	err := c.TCPConn.Close()
+	c.once.Do(c.done)
+	return err
 }
 
 // localInference carries a flow to the gateway's local-inference port to
@@ -274,7 +305,7 @@ func (n *Stack) localInference(r *tcp.ForwarderRequest) {
 }
 
 // accept completes the VM's handshake; a failure is a RST.
-func accept(r *tcp.ForwarderRequest) (net.Conn, bool) {
+func accept(r *tcp.ForwarderRequest) (*gonet.TCPConn, bool) {
 	var wq waiter.Queue
 	ep, err := r.CreateEndpoint(&wq)
 	if err != nil {
@@ -285,8 +316,9 @@ func accept(r *tcp.ForwarderRequest) (net.Conn, bool) {
 	return gonet.NewTCPConn(&wq, ep), true
 }
 
-// splice dials an allowed destination directly and relays.
-func (n *Stack) splice(vm net.Conn, dst netip.AddrPort) {
+// splice dials an allowed destination directly and relays; conns is the
+// flow's set, which a policy change may cut.
+func (n *Stack) splice(vm net.Conn, dst netip.AddrPort, conns *connSet) {
 	defer vm.Close()
 	if !dialable(dst.Addr()) {
 		return
@@ -294,7 +326,7 @@ func (n *Stack) splice(vm net.Conn, dst netip.AddrPort) {
 	ctx, cancel := context.WithTimeout(n.ctx, flowDial)
 	up, err := (&net.Dialer{}).DialContext(ctx, "tcp", dst.String())
 	cancel()
-	if err != nil {
+	if err != nil || !conns.add(up) {
 		return
 	}
 	defer up.Close()
@@ -336,7 +368,7 @@ func (n *Stack) handleUDP(r *udp.ForwarderRequest) bool {
 	if err != nil {
 		return false
 	}
-	return n.relayUDP(r, up)
+	return n.relayUDP(r, f, up)
 }
 
 // dnsReply answers one DNS message from the VM.
@@ -404,7 +436,7 @@ func (n *Stack) serveUDP(r *udp.ForwarderRequest, reply func([]byte) []byte, idl
 
 // relayUDP is the per-flow NAT: one host socket for one VM flow, closed
 // after it has been idle.
-func (n *Stack) relayUDP(r *udp.ForwarderRequest, up net.Conn) bool {
+func (n *Stack) relayUDP(r *udp.ForwarderRequest, f firewall.Flow, up net.Conn) bool {
 	var wq waiter.Queue
 	ep, err := r.CreateEndpoint(&wq)
 	if err != nil {
@@ -412,7 +444,10 @@ func (n *Stack) relayUDP(r *udp.ForwarderRequest, up net.Conn) bool {
 		return false
 	}
 	vm := gonet.NewUDPConn(&wq, ep)
+	conns := &connSet{conns: []io.Closer{vm, up}}
+	remove := n.open.add(f, false, conns.closeAll)
 	n.wg.Go(func() {
+		defer remove()
 		defer vm.Close()
 		defer up.Close()
 		var last sync.Mutex
