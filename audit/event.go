@@ -55,6 +55,19 @@ type Event struct {
 	Added   int    `json:"added,omitempty"`
 	Removed int    `json:"removed,omitempty"`
 
+	// guardrails.block and guardrails.consent: the classified operation
+	// (Method above too), the write policy, and the question and its answer.
+	Service   string `json:"service,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	Class     string `json:"class,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	Path      string `json:"path,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Question  string `json:"question,omitempty"`
+	Operation string `json:"operation,omitempty"`
+	Choice    string `json:"choice,omitempty"`
+	Waiting   int    `json:"waiting,omitempty"`
+
 	// Reason explains a decision in words, e.g. why a flow was denied
 	// other than by a rule.
 	Reason string `json:"reason,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"guard/audit"
+	"guard/consent"
 	"guard/firewall"
 	"guard/rules"
 )
@@ -28,6 +29,7 @@ type Backend interface {
 	Check(f firewall.Flow) firewall.Verdict
 	Events() *audit.Log
 	CA() CAInfo
+	Consent() *consent.Broker
 }
 
 // maxRequestBytes bounds a request body; rules files are the largest.
@@ -50,6 +52,10 @@ func NewServer(b Backend, logger *slog.Logger) *Server {
 	mux.HandleFunc("POST /v1/check", s.check)
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("GET /v1/ca", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.backend.CA()) })
+	mux.HandleFunc("GET /v1/consent/stream", s.consentStream)
+	mux.HandleFunc("POST /v1/consent/answer", s.consentAnswer)
+	mux.HandleFunc("GET /v1/approvals", s.approvals)
+	mux.HandleFunc("POST /v1/approvals/revoke", s.revoke)
 	s.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

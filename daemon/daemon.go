@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"guard/audit"
+	"guard/consent"
 	"guard/control"
 	"guard/firewall"
 	"guard/internal/hostaddr"
@@ -85,6 +86,7 @@ type Daemon struct {
 	events *audit.Log
 	ca     *proxy.Authority
 	proxy  *proxy.Proxy
+	broker *consent.Broker
 	// hostAddrs are the host's own addresses, shared by the proxy and the
 	// stack: flows to them need a rule that names them.
 	hostAddrs *hostaddr.Set
@@ -152,6 +154,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	d.events = audit.New(prof.Name, sink, audit.Options{Now: cfg.Now, Logger: d.logger})
 	d.snoop = firewall.NewSnoopTable(firewall.SnoopOptions{Now: cfg.Now})
 	d.hostAddrs = &hostaddr.Set{}
+	d.broker = consent.NewBroker(consent.Config{Timeout: prof.Consent.Timeout(), Record: consentRecorder{d.events}})
 
 	m, err := compile(prof, prof.Policy)
 	if err != nil {
@@ -203,7 +206,7 @@ func (d *Daemon) buildProxy(prof *workspace.Profile) error {
 	d.proxy, err = proxy.New(proxy.Config{
 		CA: d.ca, Policy: d.active, Events: d.events, Snoop: d.snoop,
 		UpstreamRoots: roots, StaticHosts: prof.DNS.Hosts, NoMitm: prof.Egress.NoMitmDomains,
-		HostAddrs: d.hostAddrs, Logger: d.logger,
+		HostAddrs: d.hostAddrs, Guardrails: guardrails{d}, Logger: d.logger,
 	})
 	if err != nil {
 		return err
@@ -633,6 +636,16 @@ func (d *Daemon) DecideFlow(ctx context.Context, f firewall.Flow, layer string) 
 	d.logger.InfoContext(ctx, "egress.firewall", "action", ev.Action, "layer", layer, "proto", ev.Proto,
 		"host", ev.Host, "ip", ev.IP, "port", ev.Port, "method", ev.Method, "rule", v.Rule.String())
 	return v
+}
+
+// Consent is the consent broker the control socket's prompters attach to.
+func (d *Daemon) Consent() *consent.Broker { return d.broker }
+
+// currentProfile is the profile in force (a reload replaces it).
+func (d *Daemon) currentProfile() *workspace.Profile {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.profile
 }
 
 // Active is the policy holder the proxy and network stack read.
