@@ -41,7 +41,7 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 		}
 		return g.block(ctx, r, op, mode, fmt.Sprintf("%s on %q was not allowed (%s); blocked by guardrails", op.Detail, op.Scope, d.Reason))
 	}
-	return g.block(ctx, r, op, mode, fmt.Sprintf("%s is a %s call and %q is %s; blocked by guardrails", op.Detail, op.Class, op.Scope, mode))
+	return g.block(ctx, r, op, mode, fmt.Sprintf("%s (%s) is not allowed while %q is %s; blocked by guardrails", op.Detail, op.Class, op.Scope, mode))
 }
 
 // block records the guardrails.block event and renders the refusal.

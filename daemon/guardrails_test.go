@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"guard/audit"
+	"guard/workspace"
+)
+
+// TestGuardrailsModes runs forge requests through the guardrails hook
+// under each mode, with no prompter attached (so every ask is denied).
+func TestGuardrailsModes(t *testing.T) {
+	for _, tc := range []struct {
+		mode, method, url string
+		blocked           bool
+		because           string
+	}{
+		{"off", "DELETE", "https://api.github.com/repos/o/r", false, ""},
+		{"readOnly", "GET", "https://api.github.com/repos/o/r", false, ""},
+		{"readOnly", "POST", "https://api.github.com/repos/o/r/issues", true, `(write) is not allowed while "github" is readOnly`},
+		{"readOnly", "POST", "https://github.com/o/r.git/git-upload-pack", false, ""},
+		{"readOnly", "POST", "https://github.com/o/r.git/git-receive-pack", true, "(write) is not allowed"},
+		{"readOnly", "POST", "https://api.github.com/graphql", true, "(unknown) is not allowed"},
+		{"destructive", "DELETE", "https://api.github.com/repos/o/r", true, `(destructive) is not allowed while "github" is destructive`},
+		{"destructive", "PATCH", "https://api.github.com/repos/o/r", false, ""},
+		{"promptOnWrite", "GET", "https://raw.githubusercontent.com/o/r/main/x", false, ""},
+		{"promptOnWrite", "PATCH", "https://api.github.com/repos/o/r", true, "no prompter is attached"},
+		{"promptOnWrite", "DELETE", "https://notgithub.com/repos/o/r", false, ""},
+	} {
+		t.Run(tc.mode+"/"+tc.method+" "+tc.url, func(t *testing.T) {
+			load := func() (*workspace.Profile, error) {
+				return workspace.Parse([]byte(`{"name":"g","guardrails":{"github":"`+tc.mode+`"}}`), "test", "")
+			}
+			d, _ := startDaemon(t, Config{LoadProfile: load})
+			r := httptest.NewRequest(tc.method, tc.url, nil)
+			blk, err := guardrails{d}.Check(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (blk != nil) != tc.blocked {
+				t.Fatalf("blocked=%v, want %v", blk != nil, tc.blocked)
+			}
+			if blk == nil {
+				return
+			}
+			var body struct{ Message string }
+			if json.Unmarshal(blk.Body, &body); blk.Status != 403 || !strings.HasSuffix(body.Message, "blocked by guardrails") || !strings.Contains(body.Message, tc.because) {
+				t.Fatalf("block %d %s", blk.Status, blk.Body)
+			}
+			var found bool
+			for _, e := range d.Events().Recent(0) {
+				found = found || (e.Type == audit.TypeBlock && e.Service == "github" && e.Mode == tc.mode && e.Method == tc.method && e.Path == r.URL.Path)
+			}
+			if !found {
+				t.Fatalf("no guardrails.block event: %+v", d.Events().Recent(0))
+			}
+		})
+	}
+}
