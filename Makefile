@@ -35,6 +35,7 @@ test: vet unit fuzz
 # Benchmarks print ratios against a baseline measured in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./firewall
+	$(GO) test -run '^$$' -bench . -benchmem ./consent
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./proxy
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./netstack   # needs root: namespaces
 
