@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 )
@@ -22,25 +23,51 @@ func ForgeService(host string) string {
 	return ""
 }
 
-// Forge classifies a request to a git forge by its method and path (the
-// request line only): git's smart HTTP, then REST. GraphQL bodies are
-// classified elsewhere; here a GraphQL POST is unknown.
-func Forge(service, method, path, rawQuery string) Operation {
-	op := Operation{Service: service, Scope: service, Detail: method + " " + path}
+// Forge classifies a request to a git forge: git's smart HTTP, GraphQL,
+// then REST. A git-receive-pack body is classified by ReceivePack, which
+// streams; the caller fills Body for the requests ForgeNeedsBody names.
+func Forge(service string, r *Request) Operation {
+	op := Operation{Service: service, Scope: service, Detail: r.Method + " " + r.Path}
+	path := r.Path
 	switch {
 	case strings.HasSuffix(path, "/info/refs"):
 		// The ref advertisement, before a fetch or a push: a read either way.
 		op.Class, op.Reason = Read, "smart HTTP ref advertisement"
-	case strings.HasSuffix(path, "/git-upload-pack") && method == http.MethodPost:
+	case strings.HasSuffix(path, "/git-upload-pack") && r.Method == http.MethodPost:
 		op.Class, op.Reason = Read, "smart HTTP fetch (git-upload-pack)"
-	case strings.HasSuffix(path, "/git-receive-pack") && method == http.MethodPost:
+	case strings.HasSuffix(path, "/git-receive-pack") && r.Method == http.MethodPost:
 		op.Class, op.Reason = Write, "smart HTTP push (git-receive-pack)"
-	case path == "/graphql" || path == "/api/graphql":
-		op.Class, op.Reason = Unknown, "a GraphQL document decides; the request line cannot"
+	case isGraphQL(path) && r.Method == http.MethodPost:
+		op.Class, op.Reason = GraphQL(r.Body, r.Truncated)
+	case r.Method == http.MethodPatch && strings.Contains(path, "/git/refs/"):
+		op.Class, op.Reason = refUpdate(r.Body, r.Truncated)
 	default:
-		op.Class, op.Reason = REST(method)
+		op.Class, op.Reason = REST(r.Method)
 	}
 	return op
+}
+
+func isGraphQL(path string) bool { return path == "/graphql" || path == "/api/graphql" }
+
+// ForgeNeedsBody says which forge requests are classified by their body.
+func ForgeNeedsBody(r *Request) bool {
+	return (isGraphQL(r.Path) && r.Method == http.MethodPost) ||
+		(r.Method == http.MethodPatch && strings.Contains(r.Path, "/git/refs/"))
+}
+
+// refUpdate classifies GitHub's PATCH /repos/{o}/{r}/git/refs/{ref}: a
+// write, destructive with "force": true.
+func refUpdate(body []byte, truncated bool) (Class, string) {
+	var req struct {
+		Force any `json:"force"`
+	}
+	if truncated || json.Unmarshal(body, &req) != nil {
+		return Unknown, "a ref update whose body cannot be read"
+	}
+	if f, ok := req.Force.(bool); ok && f || req.Force == "true" {
+		return Destructive, "a forced ref update"
+	}
+	return Write, "a ref update without force"
 }
 
 // REST classifies by method alone: GET, HEAD and OPTIONS read, DELETE

@@ -31,13 +31,33 @@ func TestForge(t *testing.T) {
 		{"GET", "/o/r.git/info/refs", "service=git-receive-pack", Read},
 		{"POST", "/o/r.git/git-upload-pack", "", Read},
 		{"POST", "/o/r.git/git-receive-pack", "", Write},
-		{"POST", "/graphql", "", Unknown},
+		{"POST", "/graphql", "", Unknown}, // no body given
 		{"POST", "/api/graphql", "", Unknown},
+		{"PATCH", "/repos/o/r/git/refs/heads/main", "", Unknown},
 		{"PROPFIND", "/x", "", Write},
 	} {
-		op := Forge("github", tc.method, tc.path, tc.query)
+		op := Forge("github", NewRequest(tc.method, "api.github.com", tc.path, tc.query, nil))
 		if op.Class != tc.want || op.Service != "github" || op.Scope != "github" || op.Detail != tc.method+" "+tc.path || op.Reason == "" {
 			t.Errorf("%s %s: %+v, want %s", tc.method, tc.path, op, tc.want)
+		}
+	}
+}
+
+func TestForgeRefUpdate(t *testing.T) {
+	for body, want := range map[string]Class{
+		`{"sha":"abc","force":true}`:   Destructive,
+		`{"sha":"abc","force":false}`:  Write,
+		`{"sha":"abc"}`:                Write,
+		`{"sha":"abc","force":"true"}`: Destructive,
+		`not json`:                     Unknown,
+	} {
+		r := NewRequest("PATCH", "api.github.com", "/repos/o/r/git/refs/heads/main", "", nil)
+		if !ForgeNeedsBody(r) {
+			t.Fatal("a ref update needs its body")
+		}
+		r.Body = []byte(body)
+		if op := Forge("github", r); op.Class != want {
+			t.Errorf("%s: %s, want %s", body, op.Class, want)
 		}
 	}
 }

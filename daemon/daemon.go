@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"cmp"
-	"github.com/miekg/dns"
-
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +16,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/miekg/dns"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"guard/audit"
 	"guard/consent"
@@ -286,8 +287,13 @@ func (d *Daemon) buildNetstack(ctx context.Context, prof *workspace.Profile) err
 	switch kind {
 	case "afpacket", "tap":
 		open := netstack.OpenAFPacket
-		if kind == "tap" {
+		switch {
+		case kind == "tap":
 			open = netstack.OpenTAP
+		case d.netns != nil:
+			open = func(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
+				return netstack.OpenAFPacketIn(d.netns.LinkPath(), ifname, mtu)
+			}
 		}
 		run = func(ctx context.Context) error {
 			mtu := d.cfg.MTU

@@ -28,7 +28,7 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 	if service == "" {
 		return nil, nil
 	}
-	op := classify.Forge(service, r.Method, r.URL.Path, r.URL.RawQuery)
+	op := classify.Forge(service, classify.NewRequest(r.Method, host, r.URL.Path, r.URL.RawQuery, r.Header))
 	prof := g.d.currentProfile()
 	mode := consent.Mode(prof.Mode(op.Service))
 	switch consent.Decide(mode, op.Class) {

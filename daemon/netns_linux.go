@@ -12,11 +12,19 @@ import (
 
 // vmNamespace is a network namespace guardd made for the agent: a veth
 // whose far end is eth0 inside it at 10.0.2.15/24, with the default route
-// and DNS through guardd's gateway. Everything is removed on exit.
+// and DNS through guardd's gateway. guardd's end of the veth lives in a
+// second, empty namespace (linkNS), so that no host network stack ever
+// sees the VM's frames: only guardd's raw socket there. Everything is
+// removed on exit.
 type vmNamespace struct {
 	name   string
 	hostIf string
+	linkNS string
 }
+
+// LinkPath is where guardd's end of the veth is: the namespace to open the
+// raw socket in.
+func (ns *vmNamespace) LinkPath() string { return filepath.Join("/run/netns", ns.linkNS) }
 
 func ipCmd(args ...string) error {
 	out, err := exec.Command("ip", args...).CombinedOutput()
@@ -36,7 +44,7 @@ func createNamespace(name string, mtu uint32) (*vmNamespace, error) {
 		return nil, fmt.Errorf("--netns %s: the namespace already exists; remove it (ip netns del %s) or pick another name", name, name)
 	}
 	sum := sha256.Sum256([]byte(name))
-	ns := &vmNamespace{name: name, hostIf: "gv" + hex.EncodeToString(sum[:])[:10]}
+	ns := &vmNamespace{name: name, hostIf: "gv" + hex.EncodeToString(sum[:])[:10], linkNS: name + ".guard-link"}
 	peer := ns.hostIf + "p"
 	gw := VMGateway().Addr().String()
 	steps := [][]string{
@@ -48,7 +56,9 @@ func createNamespace(name string, mtu uint32) (*vmNamespace, error) {
 		{"-n", name, "link", "set", "eth0", "up"},
 		{"-n", name, "link", "set", "lo", "up"},
 		{"-n", name, "route", "add", "default", "via", gw},
-		{"link", "set", ns.hostIf, "up"},
+		{"netns", "add", ns.linkNS},
+		{"link", "set", ns.hostIf, "netns", ns.linkNS},
+		{"-n", ns.linkNS, "link", "set", ns.hostIf, "up"},
 	}
 	for _, s := range steps {
 		if err := ipCmd(s...); err != nil {
@@ -64,6 +74,7 @@ func createNamespace(name string, mtu uint32) (*vmNamespace, error) {
 }
 
 func (ns *vmNamespace) remove() {
+	exec.Command("ip", "netns", "del", ns.linkNS).Run()
 	exec.Command("ip", "netns", "del", ns.name).Run()
 	exec.Command("ip", "link", "del", ns.hostIf).Run()
 	os.RemoveAll(filepath.Join("/etc/netns", ns.name))

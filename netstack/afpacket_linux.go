@@ -3,6 +3,10 @@ package netstack
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -15,7 +19,74 @@ import (
 // are not verified: a veth carries partial checksums, and the frames never
 // leave the machine. An mtu of 0 takes the interface's own, so a veth set
 // to a jumbo MTU gives a jumbo link.
+//
+// The raw socket reads copies: the host's kernel still sees every frame on
+// the interface. So the interface is made deaf first (see isolateLink),
+// and guardd --netns goes further and keeps it in a namespace of its own
+// (OpenAFPacketIn).
 func OpenAFPacket(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
+	if err := isolateLink(ifname); err != nil {
+		return nil, nil, err
+	}
+	return openAFPacket(ifname, mtu)
+}
+
+// OpenAFPacketIn is OpenAFPacket for an interface inside the network
+// namespace at nsPath (e.g. /run/netns/NAME): the socket is made there, so
+// frames from the VM reach no host stack but guard's.
+func OpenAFPacketIn(nsPath, ifname string, mtu uint32) (ep stack.LinkEndpoint, closeFn func() error, err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	home, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, nil, fmt.Errorf("afpacket:%s: %w", ifname, err)
+	}
+	defer home.Close()
+	target, err := os.Open(nsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("afpacket:%s: namespace: %w", ifname, err)
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		return nil, nil, fmt.Errorf("afpacket:%s: enter namespace %s: %w", ifname, nsPath, err)
+	}
+	defer func() {
+		if serr := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); serr != nil {
+			// This thread cannot go home; never hand it back to the runtime.
+			runtime.LockOSThread()
+			if err == nil {
+				closeFn()
+				ep, closeFn, err = nil, nil, fmt.Errorf("afpacket:%s: leave namespace: %w", ifname, serr)
+			}
+		}
+	}()
+	return openAFPacket(ifname, mtu)
+}
+
+// isolateLink makes the host's kernel ignore the VM on ifname: no IPv6 on
+// it (else the VM reaches host services at the link-local address), no
+// ARP answers for the host's addresses (so the VM cannot learn a MAC to
+// send IPv4 to), and strict reverse-path filtering (which drops what comes
+// in with an address the host would not route back out of it).
+func isolateLink(ifname string) error {
+	for _, s := range []struct{ path, value string }{
+		{"ipv6/conf/" + ifname + "/disable_ipv6", "1"},
+		{"ipv4/conf/" + ifname + "/arp_ignore", "8"},
+		{"ipv4/conf/" + ifname + "/rp_filter", "1"},
+		{"ipv4/conf/" + ifname + "/accept_local", "0"},
+	} {
+		p := filepath.Join("/proc/sys/net", s.path)
+		if _, err := os.Stat(p); os.IsNotExist(err) && strings.HasPrefix(s.path, "ipv6/") {
+			continue // no IPv6 in this kernel: nothing to turn off
+		}
+		if err := os.WriteFile(p, []byte(s.value), 0); err != nil {
+			return fmt.Errorf("afpacket:%s: isolating the host end from the VM: %w (needs root)", ifname, err)
+		}
+	}
+	return nil
+}
+
+func openAFPacket(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
 	iface, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, nil, fmt.Errorf("afpacket:%s: %w", ifname, err)

@@ -17,3 +17,8 @@ func OpenAFPacket(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, 
 func OpenTAP(ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
 	return nil, nil, errors.New("tap:" + ifname + ": TAP devices need Linux here")
 }
+
+// OpenAFPacketIn needs Linux network namespaces.
+func OpenAFPacketIn(nsPath, ifname string, mtu uint32) (stack.LinkEndpoint, func() error, error) {
+	return nil, nil, errors.New("afpacket:" + ifname + ": network namespaces need Linux")
+}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -390,5 +391,59 @@ func TestPolicyChangeCutsOpenFlows(t *testing.T) {
 	}
 	if cuts < 3 {
 		t.Fatalf("%d cut events, want one per denied flow (3)", cuts)
+	}
+}
+
+// TestHostEndOfTheLinkIsDeaf: guard's raw socket reads copies of the VM's
+// frames, so the host's own stack on that interface must ignore them:
+// no IPv6 there (the VM would reach host services at its link-local
+// address), no ARP answers for the host's addresses, and IPv4 sent
+// straight to its MAC dropped.
+func TestHostEndOfTheLinkIsDeaf(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.59")
+	ns, hostIf := testnet.VM(t, netip.MustParsePrefix("10.78.0.2/24"), netip.MustParseAddr("10.78.0.1"))
+	vmIf := "gvb" + strings.TrimPrefix(hostIf, "gva")
+	pol, _ := rules.ParseString("default deny\n")
+	active := firewall.NewActive(firewall.Compile(pol))
+	ep, closeEP, err := OpenAFPacket(hostIf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeEP()
+	st, err := New(Config{Gateway: netip.MustParsePrefix("10.78.0.1/24"), Decide: &decider{active: active},
+		Names: firewall.NewSnoopTable(firewall.SnoopOptions{}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	udp, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+
+	if out := testnet.Run(t, "ip", "-6", "addr", "show", "dev", hostIf); strings.Contains(out, "inet6") {
+		t.Fatalf("the host end has IPv6:\n%s", out)
+	}
+	if out, _ := testnet.InVM(ns, "ping", "-6", "-c", "2", "-W", "1", "ff02::1%"+vmIf); strings.Contains(out, "bytes from") {
+		t.Fatalf("something on the link answered IPv6:\n%s", out)
+	}
+	// Ask the link for a host address directly: the host end must not
+	// answer with its MAC.
+	hostMAC := strings.TrimSpace(testnet.Run(t, "cat", "/sys/class/net/"+hostIf+"/address"))
+	testnet.Run(t, "ip", "-n", ns, "route", "add", "198.18.0.59/32", "dev", vmIf)
+	testnet.InVM(ns, "ping", "-c", "1", "-W", "1", "198.18.0.59")
+	if neigh := testnet.Run(t, "ip", "-n", ns, "neigh", "show", "198.18.0.59"); strings.Contains(neigh, hostMAC) {
+		t.Fatalf("the host end answered ARP for a host address: %s", neigh)
+	}
+	// A VM that knows the MAC anyway (root in the VM) sends IPv4 to it.
+	testnet.Run(t, "ip", "-n", ns, "neigh", "replace", "10.78.0.3", "lladdr", hostMAC, "dev", vmIf)
+	testnet.Run(t, "ip", "-n", ns, "route", "replace", "198.18.0.59/32", "via", "10.78.0.3")
+	port := udp.LocalAddr().(*net.UDPAddr).Port
+	testnet.InVM(ns, "bash", "-c", fmt.Sprintf("printf injected > /dev/udp/198.18.0.59/%d", port))
+	udp.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, from, err := udp.ReadFrom(make([]byte, 64)); err == nil {
+		t.Fatalf("a host service got %d bytes from %v straight off the link (rp_filter all=%s)", n, from,
+			strings.TrimSpace(testnet.Run(t, "sysctl", "-n", "net.ipv4.conf.all.rp_filter")))
 	}
 }
