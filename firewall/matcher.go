@@ -87,7 +87,7 @@ func Compile(p *rules.Policy, exemptions ...Exemption) *Matcher {
 func (m *Matcher) add(r *rules.Rule, ref RuleRef) {
 	idx := int32(len(m.rules))
 	m.rules = append(m.rules, compiledRule{action: r.Action, proto: r.Proto, ports: r.Ports, methods: r.Methods,
-		named: r.Target.Kind != rules.AnyTarget, ref: ref})
+		named: namesTheHost(r.Target), ref: ref})
 	switch t := r.Target; t.Kind {
 	case rules.Domain:
 		m.domains[t.Host] = append(m.domains[t.Host], idx)
@@ -179,7 +179,25 @@ func (m *Matcher) Verdict(f Flow) Verdict {
 
 // toHost says the flow's destination is the host running guard.
 func (f *Flow) toHost() bool {
-	return f.HostLocal || CanonicalIP(f.IP).IsLoopback()
+	ip := CanonicalIP(f.IP)
+	if v4, ok := EmbeddedIPv4(ip); ok {
+		ip = v4
+	}
+	return f.HostLocal || ip.IsLoopback()
+}
+
+// namesTheHost says a rule's target is specific enough to open the host's
+// own services: an address, a prefix other than /0, or a host with its
+// subdomains. any, /0 and *.wildcards (whose names the agent may control
+// through DNS) are not.
+func namesTheHost(t rules.Target) bool {
+	switch t.Kind {
+	case rules.AnyTarget, rules.Subdomains:
+		return false
+	case rules.Prefix:
+		return t.Prefix.Bits() > 0
+	}
+	return true
 }
 
 // search finds the lowest-numbered matching rule across the indexes.

@@ -298,7 +298,10 @@ func reference(p *rules.Policy, f Flow) (Action, int) {
 	if f.IP.IsValid() {
 		addIP(f.IP)
 	}
-	toHost := f.HostLocal || (f.IP.IsValid() && f.IP.WithZone("").Unmap().IsLoopback())
+	toHost := f.HostLocal
+	for _, a := range ips[:min(len(ips), 2)] {
+		toHost = toHost || (f.IP.IsValid() && a.IsLoopback())
+	}
 	for _, n := range f.Names {
 		if a, err := netip.ParseAddr(strings.Trim(n, "[]")); err == nil {
 			addIP(a)
@@ -370,7 +373,8 @@ func reference(p *rules.Policy, f Flow) (Action, int) {
 		if act != Intercept && allow {
 			act = Allow
 		}
-		if act != Deny && r.Target.Kind == rules.AnyTarget && toHost {
+		opens := r.Target.Kind == rules.Domain || (r.Target.Kind == rules.Prefix && r.Target.Prefix.Bits() > 0)
+		if act != Deny && !opens && toHost {
 			return Deny, -3
 		}
 		return act, i
@@ -687,6 +691,9 @@ func TestHostServicesNeedANamedRule(t *testing.T) {
 		{"named prefix", "allow tcp 192.168.1.0/24\ndefault deny\n", local(tcp(3000, "192.168.1.5")), Allow, OriginRules},
 		{"named host", "allow web devbox.test\ndefault deny\n", local(tcp(443, "192.168.1.5", "devbox.test")), Intercept, OriginRules},
 		{"named loopback", "allow tcp 127.0.0.1:8080\n", tcp(8080, "127.0.0.1"), Allow, OriginRules},
+		{"a /0 does not name the host", "allow tcp 0.0.0.0/0:5432\n", local(tcp(5432, "192.168.1.5")), Deny, OriginHostLocal},
+		{"a wildcard does not name the host", "allow tcp *.example.test\n", local(tcp(5432, "192.168.1.5", "db.example.test")), Deny, OriginHostLocal},
+		{"NAT64 spelling of loopback", "default allow\n", tcp(22, "64:ff9b::7f00:1"), Deny, OriginHostLocal},
 		{"a deny stays the rule's", "deny tcp any:22\n", tcp(22, "127.0.0.1"), Deny, OriginRules},
 		{"not the host", "default allow\n", tcp(22, "192.0.2.1"), Allow, OriginDefault},
 	} {

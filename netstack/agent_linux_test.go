@@ -447,3 +447,59 @@ func TestHostEndOfTheLinkIsDeaf(t *testing.T) {
 			strings.TrimSpace(testnet.Run(t, "sysctl", "-n", "net.ipv4.conf.all.rp_filter")))
 	}
 }
+
+// TestPolicyChangeCutsSplicesByServerName: with interception off, an open
+// splice is decided again by the server name it carried, not only by the
+// names of its address: a rule that denies that name cuts it even when
+// another name of the address is still allowed.
+func TestPolicyChangeCutsSplicesByServerName(t *testing.T) {
+	testnet.HostAddresses(t, "198.18.0.60")
+	static := map[string]string{"ok.example.test": "198.18.0.60", "denied.example.test": "198.18.0.60"}
+	r := newAgentRig(t, "allow tcp 198.18.0.60:443\ndefault deny\n", static, agentOptions{interceptOff: true})
+	ln, err := net.Listen("tcp", "198.18.0.60:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		for req.Context().Err() == nil {
+			io.WriteString(w, "tick\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.pki.ServerCert(t, "ok.example.test", "denied.example.test")}}}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	upstreamCA := filepath.Join(t.TempDir(), "upstream.pem")
+	os.WriteFile(upstreamCA, r.pki.PEM, 0o644)
+	for name := range static { // the VM resolves both names of the address
+		if out, err := r.run("getent", "hosts", name); err != nil {
+			t.Fatalf("%s: %v %s", name, err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream := func(name string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", r.ns, "curl", "-sSN", "--cacert", upstreamCA, "https://"+name+"/stream")
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	denied, kept := stream("denied.example.test"), stream("ok.example.test")
+	time.Sleep(1500 * time.Millisecond)
+	pol, _ := rules.ParseString("allow tcp ok.example.test\ndeny tcp denied.example.test\ndefault deny\n")
+	r.active.Swap(firewall.Compile(pol))
+	done := make(chan error, 1)
+	go func() { done <- denied.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the splice to a now-denied server name stayed open")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if kept.ProcessState != nil {
+		t.Fatal("the splice to a still-allowed name was cut")
+	}
+	kept.Process.Kill()
+}

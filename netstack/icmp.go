@@ -51,6 +51,9 @@ type pingKey struct {
 type pingFlow struct {
 	action firewall.Action
 	last   time.Time
+	// policy is the matcher in force when it was decided; under another,
+	// the session is decided again.
+	policy *firewall.Matcher
 }
 
 // pings holds the decided ping sessions and the slots of echoes in flight.
@@ -137,9 +140,13 @@ func (n *Stack) forwardEcho(req *echoRequest) {
 func (n *Stack) decidePing(req *echoRequest) firewall.Action {
 	key := pingKey{dst: req.dst, ident: req.ident}
 	now := time.Now()
+	var current *firewall.Matcher
+	if n.cfg.Policy != nil {
+		current = n.cfg.Policy.Load()
+	}
 	p := n.pings
 	p.mu.Lock()
-	if f, ok := p.flows[key]; ok && now.Sub(f.last) < pingFlowIdle {
+	if f, ok := p.flows[key]; ok && now.Sub(f.last) < pingFlowIdle && f.policy == current {
 		f.last = now
 		p.flows[key] = f
 		p.mu.Unlock()
@@ -157,7 +164,7 @@ func (n *Stack) decidePing(req *echoRequest) firewall.Action {
 		}
 	}
 	if len(p.flows) < maxPingFlows {
-		p.flows[key] = pingFlow{action: v.Action, last: now}
+		p.flows[key] = pingFlow{action: v.Action, last: now, policy: current}
 	}
 	return v.Action
 }

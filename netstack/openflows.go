@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"guard/audit"
 	"guard/firewall"
@@ -24,8 +25,11 @@ type Recorder interface {
 // openFlow is a live flow of the VM's, as it was decided.
 type openFlow struct {
 	flow     firewall.Flow
-	viaProxy bool // in the proxy, which applies web rules per request
+	viaProxy bool // intercepted: the proxy applies web rules per request
 	cut      func()
+	// serverName is the TLS server name the proxy saw on it, if any: a
+	// splice is decided again by it too.
+	serverName atomic.Pointer[string]
 }
 
 // openFlows are the VM's live TCP and UDP flows. When the policy changes,
@@ -38,36 +42,56 @@ type openFlows struct {
 	flows map[*openFlow]struct{}
 }
 
-// add registers a flow; the returned func removes it once it has ended.
-func (o *openFlows) add(f firewall.Flow, viaProxy bool, cut func()) (remove func()) {
-	of := &openFlow{flow: f, viaProxy: viaProxy, cut: cut}
+func (o *openFlows) register(of *openFlow) {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.flows == nil {
 		o.flows = map[*openFlow]struct{}{}
 	}
 	o.flows[of] = struct{}{}
-	o.mu.Unlock()
-	return func() {
-		o.mu.Lock()
-		delete(o.flows, of)
-		o.mu.Unlock()
-	}
 }
 
-// condemned returns the flows that m no longer lets stay open: those it
-// denies, and spliced ones that a web rule now wants intercepted (a splice
-// cannot apply methods; the client's next connection goes to the proxy).
-func (o *openFlows) condemned(m *firewall.Matcher) (out []*openFlow, verdicts []firewall.Verdict) {
+func (o *openFlows) remove(of *openFlow) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	delete(o.flows, of)
+}
+
+func (o *openFlows) all() []*openFlow {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]*openFlow, 0, len(o.flows))
 	for of := range o.flows {
-		v := m.Verdict(of.flow)
-		if v.Action == firewall.Deny || (v.Action == firewall.Intercept && !of.viaProxy) {
-			out = append(out, of)
-			verdicts = append(verdicts, v)
-		}
+		out = append(out, of)
 	}
-	return out, verdicts
+	return out
+}
+
+// condemned says whether m no longer lets the flow stay open: it denies
+// it (by its address and names, or by the server name seen on it), or it
+// is a splice that a web rule now wants intercepted (a splice cannot apply
+// methods; the client's next connection goes to the proxy).
+func condemned(m *firewall.Matcher, of *openFlow) (firewall.Verdict, bool) {
+	v := m.Verdict(of.flow)
+	if sni := of.serverName.Load(); sni != nil {
+		f := of.flow
+		f.Names = []string{*sni}
+		v = firewall.Stricter(v, m.Verdict(f))
+	}
+	return v, v.Action == firewall.Deny || (v.Action == firewall.Intercept && !of.viaProxy)
+}
+
+// track registers a flow, then decides it once more against the policy in
+// force: a change that landed between the flow's decision and now (the VM
+// can hold its handshake's last ACK for a minute) must not miss it.
+func (n *Stack) track(of *openFlow) {
+	n.open.register(of)
+	if n.cfg.Policy == nil {
+		return
+	}
+	if v, cut := condemned(n.cfg.Policy.Load(), of); cut {
+		n.cutFlow(of, v)
+	}
 }
 
 // watchPolicy re-decides the open flows after every policy change.
@@ -80,22 +104,28 @@ func (n *Stack) watchPolicy() {
 		case <-changed:
 		}
 		n.pings.forget() // the next echo of every ping session is decided anew
-		flows, verdicts := n.open.condemned(n.cfg.Policy.Load())
-		for i, of := range flows {
-			v := verdicts[i]
-			ev := audit.FlowEvent(audit.LayerL4, of.flow, v)
-			ev.Action = firewall.Deny.String()
-			ev.Reason = "an open flow cut by a policy change"
-			if v.Action == firewall.Intercept {
-				ev.Reason = "an open spliced flow cut: a web rule now wants it intercepted"
+		m := n.cfg.Policy.Load()
+		for _, of := range n.open.all() {
+			if v, cut := condemned(m, of); cut {
+				n.cutFlow(of, v)
 			}
-			if n.cfg.Events != nil {
-				n.cfg.Events.Emit(n.ctx, ev)
-			}
-			n.cfg.Logger.Info("egress.firewall", "action", "deny", "layer", audit.LayerL4, "ip", ev.IP, "port", ev.Port, "reason", ev.Reason, "rule", v.Rule.String())
-			of.cut()
 		}
 	}
+}
+
+// cutFlow closes a flow the policy no longer allows, with its event.
+func (n *Stack) cutFlow(of *openFlow, v firewall.Verdict) {
+	ev := audit.FlowEvent(audit.LayerL4, of.flow, v)
+	ev.Action = firewall.Deny.String()
+	ev.Reason = "an open flow cut by a policy change"
+	if v.Action == firewall.Intercept {
+		ev.Reason = "an open spliced flow cut: a web rule now wants it intercepted"
+	}
+	if n.cfg.Events != nil {
+		n.cfg.Events.Emit(n.ctx, ev)
+	}
+	n.cfg.Logger.Info("egress.firewall", "action", "deny", "layer", audit.LayerL4, "ip", ev.IP, "port", ev.Port, "reason", ev.Reason, "rule", v.Rule.String())
+	of.cut()
 }
 
 // connSet closes a flow's connections together; one added after the cut is

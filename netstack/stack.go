@@ -235,21 +235,24 @@ func (n *Stack) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	original := netip.AddrPortFrom(dst, port)
 	intercept := v.Action == firewall.Intercept || (n.cfg.Intercept && (port == 80 || port == 443))
-	viaProxy := intercept || (port == 443 && n.cfg.Proxy != nil)
+	// With interception off, 443 still goes through the proxy, which
+	// decides the server name before it splices.
+	spliceTLS := !intercept && port == 443 && n.cfg.Proxy != nil
 	// The flow lives until its connection is closed, by whoever holds it
 	// last (the proxy returns as soon as it has taken the connection): its
 	// names are held in the snoop table and a policy change can cut it.
 	release := n.cfg.Names.Hold(dst)
 	tc := &trackedConn{TCPConn: conn}
 	conns := &connSet{conns: []io.Closer{tc}}
-	remove := n.open.add(f, viaProxy, conns.closeAll)
-	tc.done = func() { remove(); release() }
+	of := &openFlow{flow: f, viaProxy: intercept, cut: conns.closeAll}
+	tc.flow = of
+	tc.done = func() { n.open.remove(of); release() }
+	n.track(of)
 	n.wg.Go(func() {
 		switch {
 		case intercept:
 			n.cfg.Proxy.ServeTransparent(n.ctx, tc, original)
-		case viaProxy:
-			// Interception is off, but the firewall still applies by SNI.
+		case spliceTLS:
 			n.cfg.Proxy.ServeSpliced(n.ctx, tc, original)
 		default:
 			n.splice(tc, original, conns)
@@ -265,9 +268,14 @@ func (n *Stack) flow(proto firewall.Proto, dst netip.Addr, port uint16) firewall
 // trackedConn is a VM connection that tells its flow when it is closed.
 type trackedConn struct {
 	*gonet.TCPConn
+	flow *openFlow
 	once sync.Once
 	done func()
 }
+
+// SetServerName records the TLS server name the proxy read on the
+// connection, so that a policy change decides the flow by it too.
+func (c *trackedConn) SetServerName(name string) { c.flow.serverName.Store(&name) }
 
 func (c *trackedConn) Close() error {
 	err := c.TCPConn.Close()
@@ -445,9 +453,10 @@ func (n *Stack) relayUDP(r *udp.ForwarderRequest, f firewall.Flow, up net.Conn) 
 	}
 	vm := gonet.NewUDPConn(&wq, ep)
 	conns := &connSet{conns: []io.Closer{vm, up}}
-	remove := n.open.add(f, false, conns.closeAll)
+	of := &openFlow{flow: f, cut: conns.closeAll}
+	n.track(of)
 	n.wg.Go(func() {
-		defer remove()
+		defer n.open.remove(of)
 		defer vm.Close()
 		defer up.Close()
 		var last sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -15,8 +16,15 @@ import (
 // handshake message at 64 KiB plus record headers.
 const maxClientHelloBytes = 70 << 10
 
+// extensionECH is the encrypted_client_hello extension (RFC 9849): the
+// real server name is hidden in it.
+const extensionECH = 0xfe0d
+
 // ClientHello is what the front needs from a TLS ClientHello.
 type ClientHello struct {
+	// ECH says the hello carries an encrypted inner hello, whose server
+	// name is not ServerName.
+	ECH        bool
 	ServerName string   // SNI, as sent; empty when absent
 	ALPN       []string // offered application protocols
 }
@@ -33,7 +41,8 @@ func readClientHello(r io.Reader) (*ClientHello, []byte, error) {
 	var hello *ClientHello
 	cfg := &tls.Config{
 		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			hello = &ClientHello{ServerName: h.ServerName, ALPN: append([]string(nil), h.SupportedProtos...)}
+			hello = &ClientHello{ServerName: h.ServerName, ALPN: append([]string(nil), h.SupportedProtos...),
+				ECH: slices.Contains(h.Extensions, extensionECH)}
 			return nil, errHelloRead
 		},
 	}

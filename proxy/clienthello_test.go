@@ -100,3 +100,41 @@ func TestReadClientHelloRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+// helloWithExtensions builds a minimal TLS 1.3 ClientHello record for sni,
+// with extra extensions (type, data) appended.
+func helloWithExtensions(sni string, extra ...[2][]byte) []byte {
+	u16 := func(n int) []byte { return []byte{byte(n >> 8), byte(n)} }
+	ext := func(typ int, data []byte) []byte { return append(append(u16(typ), u16(len(data))...), data...) }
+	name := append([]byte{0}, append(u16(len(sni)), sni...)...)
+	var exts []byte
+	exts = append(exts, ext(0, append(u16(len(name)), name...))...)                               // server_name
+	exts = append(exts, ext(0x2b, []byte{2, 0x03, 0x04})...)                                      // supported_versions: TLS 1.3
+	exts = append(exts, ext(0x0a, []byte{0, 2, 0, 0x1d})...)                                      // supported_groups: x25519
+	exts = append(exts, ext(0x0d, []byte{0, 2, 0x08, 0x04})...)                                   // signature_algorithms
+	exts = append(exts, ext(0x33, append([]byte{0, 36, 0, 0x1d, 0, 32}, make([]byte, 32)...))...) // key_share
+	for _, e := range extra {
+		exts = append(exts, ext(int(e[0][0])<<8|int(e[0][1]), e[1])...)
+	}
+	body := append([]byte{3, 3}, make([]byte, 32)...) // legacy version, random
+	body = append(body, 0)                            // session id
+	body = append(body, 0, 2, 0x13, 0x01)             // cipher suites
+	body = append(body, 1, 0)                         // compression
+	body = append(body, u16(len(exts))...)
+	body = append(body, exts...)
+	hs := append([]byte{1, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+	return append([]byte{0x16, 3, 1, byte(len(hs) >> 8), byte(len(hs))}, hs...)
+}
+
+// TestECHIsSeen: a hello carrying encrypted_client_hello is marked, so
+// that it is never spliced undecrypted to a server name nobody decided.
+func TestECHIsSeen(t *testing.T) {
+	plain, _, err := readClientHello(bytes.NewReader(helloWithExtensions("public.example.test")))
+	if err != nil || plain.ECH || plain.ServerName != "public.example.test" {
+		t.Fatalf("plain hello: %+v %v", plain, err)
+	}
+	ech, _, err := readClientHello(bytes.NewReader(helloWithExtensions("public.example.test", [2][]byte{{0xfe, 0x0d}, {0, 0, 1, 0, 1, 5, 0, 1, 0xaa, 0, 1, 0xbb}})))
+	if err != nil || !ech.ECH {
+		t.Fatalf("ECH hello: %+v %v", ech, err)
+	}
+}

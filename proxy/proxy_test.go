@@ -73,7 +73,7 @@ func curl(t *testing.T, args ...string) (string, error) {
 
 func TestCurlThroughConnect(t *testing.T) {
 	w := newWorld(t)
-	r := w.rig(t, "allow tcp *.example.test\ndefault deny\n")
+	r := w.rig(t, "allow tcp example.test\ndefault deny\n")
 	out, err := curl(t, "--proxy", "http://"+r.explicit, "--cacert", r.caFile, url(w.api, "/hello"))
 	if err != nil || !strings.HasPrefix(out, "api GET /hello host=api.example.test:") {
 		t.Fatalf("%v: %s", err, out)

@@ -317,12 +317,18 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn, ci *connInfo) {
 	} else {
 		ci.verdict = v
 	}
-	conn.SetReadDeadline(time.Time{})
-	if ci.spliceOnly && ci.verdict.Action == firewall.Allow {
-		p.splice(ctx, rc, ci)
+	if named, ok := conn.(interface{ SetServerName(string) }); ok && ci.sni != "" {
+		named.SetServerName(ci.sni) // the network stack decides the flow by it too after a policy change
+	}
+	splice := ci.verdict.Action == firewall.Allow && (ci.spliceOnly || (ci.sni != "" && p.isPassThrough(ci.sni) && p.sniFitsDestination(ci)))
+	if splice && hello.ECH {
+		// A spliced ECH hello would reach a server name nobody decided.
+		p.recordDeny(ctx, ci, audit.LayerSNI, "TLS Encrypted Client Hello on a connection that would be spliced undecrypted")
+		conn.Close()
 		return
 	}
-	if ci.verdict.Action == firewall.Allow && ci.sni != "" && p.isPassThrough(ci.sni) && p.sniFitsDestination(ci) {
+	conn.SetReadDeadline(time.Time{})
+	if splice {
 		p.splice(ctx, rc, ci)
 		return
 	}

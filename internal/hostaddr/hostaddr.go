@@ -14,14 +14,21 @@ import (
 // (a VPN, a new veth), so the list is re-read, at most this often.
 const refresh = 2 * time.Second
 
-// Set is the host's current interface addresses. The zero Set is ready.
+// Set is the host's current addresses: those of its interfaces and, on
+// Linux, every prefix its local routing table delivers to itself (an
+// address on lo with a /24 makes the whole /24 the host's). The zero Set
+// is ready.
 type Set struct {
 	// List reads the addresses; net.InterfaceAddrs when nil. Tests set it.
 	List func() ([]net.Addr, error)
+	// Local reads the prefixes the host delivers to itself; the local
+	// routing table on Linux, nothing elsewhere, when nil.
+	Local func() ([]netip.Prefix, error)
 
 	mu    sync.Mutex
 	at    time.Time
 	addrs map[netip.Addr]struct{}
+	local []netip.Prefix
 }
 
 // Contains says a is one of the host's own addresses. A failure to read the
@@ -37,9 +44,23 @@ func (s *Set) Contains(a netip.Addr) bool {
 		} else if s.addrs == nil {
 			s.addrs = map[netip.Addr]struct{}{}
 		}
+		local := s.Local
+		if local == nil {
+			local = localPrefixes
+		}
+		if p, err := local(); err == nil {
+			s.local = p
+		}
 	}
-	_, ok := s.addrs[a]
-	return ok
+	if _, ok := s.addrs[a]; ok {
+		return true
+	}
+	for _, p := range s.local {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Set) read() (map[netip.Addr]struct{}, error) {

@@ -9,12 +9,17 @@ import (
 	"net"
 )
 
-// Both copies a→b and b→a until both end.
+// Both copies a→b and b→a until both end. A clean end of one direction
+// is passed on as a half-close; a failure (a connection closed under it,
+// as when a policy change cuts the flow) closes both, so that neither end
+// lingers waiting for the other.
 func Both(a, b net.Conn) {
 	done := make(chan struct{}, 2)
 	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		if _, err := io.Copy(dst, src); err != nil {
+			a.Close()
+			b.Close()
+		} else if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		} else {
 			dst.Close()
