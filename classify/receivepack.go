@@ -274,3 +274,22 @@ func (t *Tee) Read(p []byte) (int, error) {
 	t.Buf.Write(p[:n])
 	return n, err
 }
+
+// Detail describes a push for a person: each ref update with its ids.
+func (p Push) Detail(path string) string {
+	if len(p.Commands) == 0 {
+		return "git push to " + path
+	}
+	var parts []string
+	for _, c := range p.Commands {
+		switch {
+		case c.New.IsZero():
+			parts = append(parts, "delete "+c.Name.String())
+		case c.Old.IsZero():
+			parts = append(parts, "create "+c.Name.String()+" at "+c.New.String()[:12])
+		default:
+			parts = append(parts, "update "+c.Name.String()+" "+c.Old.String()[:12]+".."+c.New.String()[:12])
+		}
+	}
+	return "git push to " + path + ": " + strings.Join(parts, ", ")
+}

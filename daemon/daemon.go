@@ -21,6 +21,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"guard/audit"
+	"guard/classify"
 	"guard/consent"
 	"guard/control"
 	"guard/firewall"
@@ -96,6 +97,7 @@ type Daemon struct {
 	// policy it replaced.
 	mu           sync.Mutex
 	profile      *workspace.Profile
+	services     *classify.Services // the classifiers' hosts, from profile
 	rulesSource  string
 	rulesChanged time.Time
 
@@ -159,6 +161,10 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 
 	m, err := compile(prof, prof.Policy)
 	if err != nil {
+		d.close()
+		return nil, err
+	}
+	if d.services, err = prof.Services(); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -610,6 +616,10 @@ func (d *Daemon) swap(ctx context.Context, prof *workspace.Profile, p *rules.Pol
 	if err != nil {
 		return control.ApplyResult{}, err
 	}
+	services, err := prof.Services()
+	if err != nil {
+		return control.ApplyResult{}, err
+	}
 	res := summarize(d.active.Load().Policy(), p)
 	ev := policyEvent(how, p, res)
 	ev.Reason = source
@@ -620,7 +630,7 @@ func (d *Daemon) swap(ctx context.Context, prof *workspace.Profile, p *rules.Pol
 	if d.proxy != nil {
 		d.proxy.PolicyChanged()
 	}
-	d.profile = prof
+	d.profile, d.services = prof, services
 	d.rulesSource, d.rulesChanged = source, d.cfg.Now()
 	return res, nil
 }
@@ -647,11 +657,12 @@ func (d *Daemon) DecideFlow(ctx context.Context, f firewall.Flow, layer string) 
 // Consent is the consent broker the control socket's prompters attach to.
 func (d *Daemon) Consent() *consent.Broker { return d.broker }
 
-// currentProfile is the profile in force (a reload replaces it).
-func (d *Daemon) currentProfile() *workspace.Profile {
+// currentProfile is the profile in force (a reload replaces it), with the
+// classifiers' hosts made from it.
+func (d *Daemon) currentProfile() (*workspace.Profile, *classify.Services) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.profile
+	return d.profile, d.services
 }
 
 // Active is the policy holder the proxy and network stack read.

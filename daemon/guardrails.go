@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"guard/audit"
 	"guard/classify"
@@ -14,23 +18,57 @@ import (
 )
 
 // guardrails is the proxy's guardrails hook: it classifies a request to a
-// known service, applies that service's write policy (consent.Decide), and
-// asks a person through the broker when the policy says to. Requests to
-// services it does not know pass untouched; the firewall rules still
-// apply to them.
+// known service (classify), applies that service's write policy
+// (consent.Decide), asks a person through the broker when the policy says
+// to, and refuses in the service's own protocol. Requests to hosts no
+// classifier knows pass untouched; the firewall rules still apply to them.
 type guardrails struct {
 	d *Daemon
 }
 
+// maxRefusedPushDrain bounds how much of a refused push is read and
+// dropped, so that git sees the refusal instead of a broken pipe.
+const (
+	maxRefusedPushDrain = 1 << 30
+	refusedPushDrain    = 60 * time.Second
+)
+
 func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, error) {
-	host := strings.ToLower(strings.TrimSuffix(hostOnly(r.Host), "."))
-	service := classify.ForgeService(host)
-	if service == "" {
+	prof, services := g.d.currentProfile()
+	host, port := requestHostPort(r)
+	rt, ok := services.Route(host, port)
+	if !ok {
 		return nil, nil
 	}
-	op := classify.Forge(service, classify.NewRequest(r.Method, host, r.URL.Path, r.URL.RawQuery, r.Header))
-	prof := g.d.currentProfile()
+	req := classify.NewRequest(r.Method, host, r.URL.Path, r.URL.RawQuery, r.Header)
+	var op classify.Operation
+	var push *classify.Push
+	switch {
+	case classify.IsReceivePack(rt, req) && r.Body != nil:
+		// Only the head of a push is read: its commands and commits. The
+		// rest streams upstream after it.
+		tee := &classify.Tee{R: r.Body, Limit: classify.MaxPushPrefix}
+		p := classify.ReceivePack(tee)
+		push = &p
+		r.Body = replay(tee.Buf.Bytes(), r.Body)
+		op = classify.Operation{Service: rt.Service, Scope: rt.Scope, Class: p.Class, Reason: p.Reason, Detail: p.Detail(r.URL.Path)}
+	case classify.NeedsBody(rt, req) && r.Body != nil:
+		body, err := io.ReadAll(io.LimitReader(r.Body, classify.MaxBody+1))
+		req.Body, req.Truncated = body, len(body) > classify.MaxBody
+		if req.Truncated {
+			req.Body = body[:classify.MaxBody]
+		}
+		r.Body = replay(body, r.Body)
+		op = classify.Classify(rt, req)
+		if err != nil {
+			// A body that cannot be read cannot be vouched for.
+			op.Class, op.Reason = classify.Unknown, "the request body could not be read: "+err.Error()
+		}
+	default:
+		op = classify.Classify(rt, req)
+	}
 	mode := consent.Mode(prof.Mode(op.Service))
+	var message string
 	switch consent.Decide(mode, op.Class) {
 	case consent.Allow:
 		return nil, nil
@@ -39,23 +77,51 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 		if d.Allow {
 			return nil, nil
 		}
-		return g.block(ctx, r, op, mode, fmt.Sprintf("%s on %q was not allowed (%s); blocked by guardrails", op.Detail, op.Scope, d.Reason))
+		message = fmt.Sprintf("%s on %q was not allowed (%s); blocked by guardrails", op.Detail, op.Scope, d.Reason)
+	default:
+		message = fmt.Sprintf("%s (%s: %s) is not allowed while %q is %s; blocked by guardrails", op.Detail, op.Class, op.Reason, op.Scope, mode)
 	}
-	return g.block(ctx, r, op, mode, fmt.Sprintf("%s (%s) is not allowed while %q is %s; blocked by guardrails", op.Detail, op.Class, op.Scope, mode))
-}
-
-// block records the guardrails.block event and renders the refusal.
-func (g guardrails) block(ctx context.Context, r *http.Request, op classify.Operation, mode consent.Mode, message string) (*proxy.Block, error) {
 	g.d.events.Emit(ctx, audit.Event{Type: audit.TypeBlock, Service: op.Service, Scope: op.Scope, Class: string(op.Class),
-		Mode: string(mode), Method: audit.Truncate(r.Method, 64), Path: audit.Truncate(r.URL.Path, 512), Reason: message})
-	return proxy.JSONRenderer{}.Render(r, message), nil
+		Mode: string(mode), Method: audit.Truncate(r.Method, 64), Path: audit.Truncate(r.URL.Path, 512),
+		Operation: audit.Truncate(op.Detail, 4096), Reason: message})
+	if push != nil {
+		// git reads the answer only after sending the whole pack.
+		drainCtx, cancel := context.WithTimeout(ctx, refusedPushDrain)
+		stop := context.AfterFunc(drainCtx, func() { r.Body.Close() })
+		io.Copy(io.Discard, io.LimitReader(r.Body, maxRefusedPushDrain))
+		stop()
+		cancel()
+		return &proxy.Block{Status: http.StatusOK, Reason: message,
+			Header: http.Header{"Content-Type": {"application/x-git-receive-pack-result"}, "Cache-Control": {"no-cache"}},
+			Body:   classify.ReceivePackRefusal(*push, message)}, nil
+	}
+	status, header, body := classify.Refusal(rt, req, message)
+	return &proxy.Block{Status: status, Header: header, Body: body, Reason: message}, nil
 }
 
-func hostOnly(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
+// replay puts what was read back in front of the rest of a body.
+func replay(head []byte, rest io.ReadCloser) io.ReadCloser {
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), rest), rest}
+}
+
+// requestHostPort is the request's host, lower-case without a trailing
+// dot, and its port (from Host, else the scheme's).
+func requestHostPort(r *http.Request) (string, int) {
+	host, portText, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, portText = r.Host, ""
 	}
-	return hostport
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		port = 80
+		if r.TLS != nil || r.URL.Scheme == "https" {
+			port = 443
+		}
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), ".")), port
 }
 
 // consentRecorder puts the broker's answers on the timeline.

@@ -21,11 +21,11 @@ func TestGuardrailsModes(t *testing.T) {
 	}{
 		{"off", "DELETE", "https://api.github.com/repos/o/r", false, ""},
 		{"readOnly", "GET", "https://api.github.com/repos/o/r", false, ""},
-		{"readOnly", "POST", "https://api.github.com/repos/o/r/issues", true, `(write) is not allowed while "github" is readOnly`},
+		{"readOnly", "POST", "https://api.github.com/repos/o/r/issues", true, `is not allowed while "github" is readOnly`},
 		{"readOnly", "POST", "https://github.com/o/r.git/git-upload-pack", false, ""},
-		{"readOnly", "POST", "https://github.com/o/r.git/git-receive-pack", true, "(write) is not allowed"},
-		{"readOnly", "POST", "https://api.github.com/graphql", true, "(unknown) is not allowed"},
-		{"destructive", "DELETE", "https://api.github.com/repos/o/r", true, `(destructive) is not allowed while "github" is destructive`},
+		{"readOnly", "POST", "https://github.com/o/r.git/git-receive-pack", true, "unpack ok"},
+		{"readOnly", "POST", "https://api.github.com/graphql", true, "(unknown: "},
+		{"destructive", "DELETE", "https://api.github.com/repos/o/r", true, `is not allowed while "github" is destructive`},
 		{"destructive", "PATCH", "https://api.github.com/repos/o/r", false, ""},
 		{"promptOnWrite", "GET", "https://raw.githubusercontent.com/o/r/main/x", false, ""},
 		{"promptOnWrite", "PATCH", "https://api.github.com/repos/o/r", true, "no prompter is attached"},
@@ -48,8 +48,16 @@ func TestGuardrailsModes(t *testing.T) {
 				return
 			}
 			var body struct{ Message string }
-			if json.Unmarshal(blk.Body, &body); blk.Status != 403 || !strings.HasSuffix(body.Message, "blocked by guardrails") || !strings.Contains(body.Message, tc.because) {
-				t.Fatalf("block %d %s", blk.Status, blk.Body)
+			switch {
+			case strings.HasSuffix(tc.url, "git-receive-pack"):
+				// A refused push is a receive-pack result git can print.
+				if blk.Status != 200 || blk.Header.Get("Content-Type") != "application/x-git-receive-pack-result" || !strings.Contains(string(blk.Body), tc.because) {
+					t.Fatalf("push refusal %d %q", blk.Status, blk.Body)
+				}
+			default:
+				if json.Unmarshal(blk.Body, &body); blk.Status != 403 || !strings.HasSuffix(body.Message, "blocked by guardrails") || !strings.Contains(body.Message, tc.because) {
+					t.Fatalf("block %d %s", blk.Status, blk.Body)
+				}
 			}
 			var found bool
 			for _, e := range d.Events().Recent(0) {
