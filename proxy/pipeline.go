@@ -134,15 +134,16 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 			p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s blocked by guardrails", method, host)), http.StatusMethodNotAllowed)
 		return
 	case r.Header.Get("Upgrade") != "":
-		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "websocket") {
+		if up := strings.TrimSpace(r.Header.Get("Upgrade")); !strings.EqualFold(up, "websocket") && !strings.EqualFold(up, "SPDY/3.1") {
 			p.block(w, r, ci, &firewall.Flow{Proto: firewall.TCP, IP: ci.dst, Names: []string{host}, Port: ci.port, Method: method},
 				p.cfg.Renderer.Render(r, fmt.Sprintf("upgrade to %q on %s blocked by guardrails", r.Header.Get("Upgrade"), host)), 0)
 			return
 		}
 		// After a 101 the connection is a channel the method rules cannot
-		// see into; a WebSocket handshake is decided as its own method, so
-		// that read-only and other allowlists leave it out unless they name
-		// WEBSOCKET.
+		// see into; a WebSocket (or SPDY, which kubectl exec and
+		// port-forward fall back to) handshake is decided as its own
+		// method, so that read-only and other allowlists leave it out
+		// unless they name WEBSOCKET.
 		method = "WEBSOCKET"
 	}
 	f := firewall.Flow{Proto: firewall.TCP, IP: ci.dst, Names: []string{host}, Port: ci.port, Method: method}

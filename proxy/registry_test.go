@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -10,28 +9,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distribution/distribution/v3/configuration"
-	"github.com/distribution/distribution/v3/registry/handlers"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
 	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/sirupsen/logrus"
+
+	"guard/internal/testregistry"
 )
 
 // TestCranePushPullThroughProxy pushes and pulls an image with crane's
 // library against a real distribution registry, through the explicit
 // proxy; a web rule then refuses the manifest DELETE.
 func TestCranePushPullThroughProxy(t *testing.T) {
-	logrus.SetOutput(io.Discard)
 	w := newWorld(t)
-	cfg := &configuration.Configuration{Storage: configuration.Storage{
-		"inmemory":    configuration.Parameters{},
-		"delete":      configuration.Parameters{"enabled": true},
-		"maintenance": configuration.Parameters{"uploadpurging": map[any]any{"enabled": false}},
-	}}
-	cfg.Log.Level = "error"
-	app := handlers.NewApp(context.Background(), cfg)
-	reg := startUpstream(t, w.pki, "127.0.0.8", "registry.example.test", app)
+	reg := startUpstream(t, w.pki, "127.0.0.8", "registry.example.test", testregistry.New())
 	w.hosts["registry.example.test"] = "127.0.0.8"
 	r := w.rig(t, "deny web registry.example.test DELETE\nallow tcp registry.example.test\ndefault deny\n")
 
