@@ -2,7 +2,6 @@ package classify
 
 import (
 	"strings"
-	"unicode"
 )
 
 // ClickHouse classifies a request to ClickHouse's HTTP interface by its
@@ -22,10 +21,8 @@ func ClickHouse(r *Request) Operation {
 	sql := r.Query.Get("query")
 	body := string(r.Body)
 	truncated := r.Truncated
-	if sql != "" && body != "" {
-		if first := statements(sql); len(first) > 0 && leadingKeyword(first[0]) == "INSERT" {
-			body, truncated = "", false // the body is the rows being inserted
-		}
+	if sql != "" && body != "" && firstKeyword(sql) == "INSERT" {
+		body, truncated = "", false // the body is the rows being inserted
 	}
 	if body != "" {
 		sql += "\n" + body
@@ -41,73 +38,83 @@ func ClickHouse(r *Request) Operation {
 	return op
 }
 
-// SQL classifies ClickHouse SQL text, statement by statement.
+// SQL classifies ClickHouse SQL text, statement by statement, in one pass
+// that allocates nothing per word.
 func SQL(text string) (Class, string) {
-	stmts := statements(text)
-	if len(stmts) == 0 {
-		return Unknown, "no SQL statement is visible"
-	}
-	class, why := Read, ""
-	for _, s := range stmts {
-		c, w := sqlStatement(s)
+	class, why, n := Read, "", 0
+	scanStatements(text, func(st stmt) {
+		n++
+		c, w := st.classify()
 		if worst(class, c) != class || why == "" {
 			class, why = worst(class, c), w
 		}
+	})
+	if n == 0 {
+		return Unknown, "no SQL statement is visible"
 	}
 	return class, why
 }
 
-func sqlStatement(s string) (Class, string) {
-	kw := leadingKeyword(s)
+// stmt is what classifying a statement needs of it.
+type stmt struct {
+	first string // the first word, at any depth ("(SELECT ...)")
+	// main is, after a leading WITH, the first statement keyword at depth 0.
+	main string
+	// destroys is DELETE, DROP or CLEAR seen at depth 0.
+	destroys string
+}
+
+var sqlMain = []string{"SELECT", "INSERT", "ALTER", "DELETE", "UPDATE", "DROP", "TRUNCATE", "CREATE"}
+
+func (st stmt) classify() (Class, string) {
+	kw := strings.ToUpper(st.first)
 	if kw == "" {
 		return Unknown, "a statement that does not start with a keyword"
 	}
-	words := topLevelWords(s)
 	if kw == "WITH" {
-		// WITH ... SELECT reads; WITH ahead of anything else is that thing.
-		for i, w := range words {
-			switch w {
-			case "SELECT", "INSERT", "ALTER", "DELETE", "UPDATE", "DROP", "TRUNCATE", "CREATE":
-				return sqlWords(w, words[i:])
-			}
+		if st.main == "" {
+			return Unknown, "a WITH clause without a statement after it"
 		}
-		return Unknown, "a WITH clause without a statement after it"
+		kw = strings.ToUpper(st.main)
 	}
-	return sqlWords(kw, words)
-}
-
-// sqlWords classifies a statement by its keyword and its top-level words.
-func sqlWords(kw string, words []string) (Class, string) {
 	switch kw {
 	case "SELECT", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN":
 		return Read, kw + " reads"
 	case "DROP", "TRUNCATE", "DELETE":
 		return Destructive, kw + " destroys data"
 	case "ALTER":
-		for _, w := range words {
-			if w == "DELETE" || w == "DROP" || w == "CLEAR" {
-				return Destructive, "ALTER ... " + w + " destroys data"
-			}
+		if st.destroys != "" {
+			return Destructive, "ALTER ... " + strings.ToUpper(st.destroys) + " destroys data"
 		}
 		return Write, "ALTER writes"
 	}
 	return Write, kw + " writes"
 }
 
-// statements splits SQL on semicolons outside strings, quoted names and
-// comments, dropping empty ones.
-func statements(text string) []string {
-	var out []string
-	start := 0
-	emit := func(end int) {
-		if s := text[start:end]; strings.TrimSpace(stripComments(s)) != "" {
-			out = append(out, s)
+func isWordStart(c byte) bool {
+	return c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || c >= 0x80
+}
+
+func isWordByte(c byte) bool { return isWordStart(c) || ('0' <= c && c <= '9') }
+
+// scanStatements calls fn for each non-empty statement: split on
+// semicolons outside strings, quoted names and comments (--, #, /* */),
+// with its first word and its depth-0 words of interest.
+func scanStatements(text string, fn func(stmt)) {
+	var st stmt
+	content, depth := false, 0
+	flush := func() {
+		if content {
+			fn(st)
 		}
+		st, content, depth = stmt{}, false, 0
 	}
 	for i := 0; i < len(text); {
-		switch c := text[i]; {
+		c := text[i]
+		switch {
 		case c == '\'' || c == '"' || c == '`':
 			i = skipQuoted(text, i)
+			content = true
 		case c == '-' && i+1 < len(text) && text[i+1] == '-', c == '#':
 			for i < len(text) && text[i] != '\n' {
 				i++
@@ -119,15 +126,45 @@ func statements(text string) []string {
 				i = len(text)
 			}
 		case c == ';':
-			emit(i)
+			flush()
 			i++
-			start = i
+		case c == '(':
+			depth++
+			i++
+		case c == ')':
+			depth = max(depth-1, 0)
+			content = true
+			i++
+		case isWordStart(c):
+			j := i + 1
+			for j < len(text) && isWordByte(text[j]) {
+				j++
+			}
+			w := text[i:j]
+			switch {
+			case st.first == "" && !content:
+				st.first = w
+			case depth == 0 && st.main == "" && strings.EqualFold(st.first, "WITH"):
+				for _, m := range sqlMain {
+					if strings.EqualFold(w, m) {
+						st.main = w
+						break
+					}
+				}
+			}
+			if depth == 0 && st.destroys == "" && (strings.EqualFold(w, "DELETE") || strings.EqualFold(w, "DROP") || strings.EqualFold(w, "CLEAR")) {
+				st.destroys = w
+			}
+			content = true
+			i = j
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
 		default:
+			content = true
 			i++
 		}
 	}
-	emit(len(text))
-	return out
+	flush()
 }
 
 // skipQuoted returns the index after the quoted run starting at i; a
@@ -149,75 +186,14 @@ func skipQuoted(text string, i int) int {
 	return len(text)
 }
 
-// stripComments blanks comments (outside strings).
-func stripComments(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		switch c := s[i]; {
-		case c == '\'' || c == '"' || c == '`':
-			j := skipQuoted(s, i)
-			b.WriteString(s[i:j])
-			i = j
-		case c == '-' && i+1 < len(s) && s[i+1] == '-', c == '#':
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-			b.WriteByte(' ')
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			if j := strings.Index(s[i+2:], "*/"); j >= 0 {
-				i += j + 4
-			} else {
-				i = len(s)
-			}
-			b.WriteByte(' ')
-		default:
-			b.WriteByte(c)
-			i++
+// firstKeyword is the first statement's leading word, upper-case.
+func firstKeyword(text string) string {
+	kw := ""
+	done := false
+	scanStatements(text, func(st stmt) {
+		if !done {
+			kw, done = strings.ToUpper(st.first), true
 		}
-	}
-	return b.String()
-}
-
-// leadingKeyword is a statement's first word, upper-case, after comments
-// and opening parentheses.
-func leadingKeyword(s string) string {
-	s = strings.TrimLeftFunc(stripComments(s), func(r rune) bool { return unicode.IsSpace(r) || r == '(' })
-	end := strings.IndexFunc(s, func(r rune) bool { return !(unicode.IsLetter(r) || r == '_') })
-	if end < 0 {
-		end = len(s)
-	}
-	return strings.ToUpper(s[:end])
-}
-
-// topLevelWords are a statement's words outside strings, comments and
-// parentheses, upper-case.
-func topLevelWords(s string) []string {
-	s = stripComments(s)
-	var words []string
-	depth := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			i = skipQuoted(s, i)
-		case c == '(':
-			depth++
-			i++
-		case c == ')':
-			depth = max(depth-1, 0)
-			i++
-		case unicode.IsLetter(rune(c)) || c == '_':
-			j := i
-			for j < len(s) && (unicode.IsLetter(rune(s[j])) || unicode.IsDigit(rune(s[j])) || s[j] == '_') {
-				j++
-			}
-			if depth == 0 {
-				words = append(words, strings.ToUpper(s[i:j]))
-			}
-			i = j
-		default:
-			i++
-		}
-	}
-	return words
+	})
+	return kw
 }

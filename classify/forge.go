@@ -38,7 +38,7 @@ func Forge(service string, r *Request) Operation {
 	case strings.HasSuffix(path, "/git-receive-pack") && r.Method == http.MethodPost:
 		op.Class, op.Reason = Write, "smart HTTP push (git-receive-pack)"
 	case isGraphQL(path) && r.Method == http.MethodPost:
-		op.Class, op.Reason = GraphQL(r.Body, r.Truncated)
+		op.Class, op.Reason = graphQL(r.Body, r.Truncated, r.cache.summaries)
 	case r.Method == http.MethodPatch && strings.Contains(path, "/git/refs/"):
 		op.Class, op.Reason = refUpdate(r.Body, r.Truncated)
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -46,6 +47,10 @@ func destructiveName(name string) bool {
 // picks one; without it, every operation counts. A persisted query
 // without its text is unknown, as is anything that does not parse.
 func GraphQL(body []byte, truncated bool) (Class, string) {
+	return graphQL(body, truncated, summarize)
+}
+
+func graphQL(body []byte, truncated bool, summaries func(string) *docSummary) (Class, string) {
 	if truncated {
 		return Unknown, "the GraphQL body is larger than what is read to classify it"
 	}
@@ -67,7 +72,7 @@ func GraphQL(body []byte, truncated bool) (Class, string) {
 	}
 	class, why := Read, ""
 	for _, r := range reqs {
-		c, w := graphqlOne(r)
+		c, w := graphqlOne(r, summaries)
 		if worst(class, c) != class || why == "" {
 			class, why = worst(class, c), w
 		}
@@ -75,24 +80,62 @@ func GraphQL(body []byte, truncated bool) (Class, string) {
 	return class, why
 }
 
-func graphqlOne(r graphqlRequest) (Class, string) {
+// opSummary is what classification needs of one operation of a parsed
+// document; it depends on the document's text only, so it can be cached.
+type opSummary struct {
+	name        string
+	mutation    bool
+	fields      string
+	destructive string // a top-level field named delete/destroy/force...
+	forceArg    bool   // force: true in an argument
+}
+
+// docSummary is a parsed document's operations, or why it did not parse.
+type docSummary struct {
+	ops []opSummary
+	err string
+}
+
+func summarize(query string) *docSummary {
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: query}, maxGraphQLTokens)
+	if err != nil {
+		return &docSummary{err: "the GraphQL document does not parse: " + err.Error()}
+	}
+	d := &docSummary{}
+	for _, op := range doc.Operations {
+		d.ops = append(d.ops, opSummary{
+			name:        op.Name,
+			mutation:    op.Operation == ast.Mutation,
+			fields:      fieldNames(op.SelectionSet),
+			destructive: destructiveFieldIn(op.SelectionSet, doc.Fragments),
+			forceArg:    forceArg(op.SelectionSet, doc.Fragments),
+		})
+	}
+	return d
+}
+
+func graphqlOne(r graphqlRequest, summaries func(string) *docSummary) (Class, string) {
 	if r.Query == nil || strings.TrimSpace(*r.Query) == "" {
 		if len(r.Extensions) > 0 {
 			return Unknown, "a persisted query without its text"
 		}
 		return Unknown, "a GraphQL request without a query"
 	}
-	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: *r.Query}, maxGraphQLTokens)
-	if err != nil {
-		return Unknown, "the GraphQL document does not parse: " + err.Error()
+	d := summaries(*r.Query)
+	if d.err != "" {
+		return Unknown, d.err
 	}
-	ops := doc.Operations
+	ops := d.ops
 	if r.OperationName != "" {
-		op := ops.ForName(r.OperationName)
-		if op == nil {
+		ops = nil
+		for _, op := range d.ops {
+			if op.name == r.OperationName {
+				ops = append(ops, op)
+			}
+		}
+		if len(ops) == 0 {
 			return Unknown, fmt.Sprintf("no operation named %q in the document", r.OperationName)
 		}
-		ops = ast.OperationList{op}
 	}
 	if len(ops) == 0 {
 		return Unknown, "the GraphQL document has no operation"
@@ -100,14 +143,14 @@ func graphqlOne(r graphqlRequest) (Class, string) {
 	forceVar := forceInJSON(r.Variables)
 	class, why := Read, "a GraphQL query"
 	for _, op := range ops {
-		if op.Operation != ast.Mutation {
+		if !op.mutation {
 			continue
 		}
-		c, w := Write, "GraphQL mutation "+fieldNames(op.SelectionSet)
-		if name := destructiveFieldIn(op.SelectionSet, doc.Fragments); name != "" {
-			c, w = Destructive, "GraphQL mutation "+name+" deletes, destroys or forces"
-		} else if forceArg(op.SelectionSet, doc.Fragments) || forceVar {
-			c, w = Destructive, "GraphQL mutation "+fieldNames(op.SelectionSet)+" with force set"
+		c, w := Write, "GraphQL mutation "+op.fields
+		if op.destructive != "" {
+			c, w = Destructive, "GraphQL mutation "+op.destructive+" deletes, destroys or forces"
+		} else if op.forceArg || forceVar {
+			c, w = Destructive, "GraphQL mutation "+op.fields+" with force set"
 		}
 		if worst(class, c) != class || class == Read {
 			class, why = worst(class, c), w
@@ -216,4 +259,51 @@ func forceInJSON(raw json.RawMessage) bool {
 		return false
 	}
 	return walk(v, 0)
+}
+
+// Cache remembers the parse of recent GraphQL documents: agents and their
+// tools send the same few documents again and again with new variables,
+// and parsing is most of a GraphQL request's classification. Its zero
+// value is ready; a nil Cache caches nothing.
+type Cache struct {
+	mu    sync.Mutex
+	docs  map[string]*docSummary
+	order []string // oldest first, for eviction
+}
+
+// maxCachedDocs bounds the cache: a few hundred documents of up to
+// MaxBody each.
+const maxCachedDocs = 256
+
+func (c *Cache) summaries(query string) *docSummary {
+	if c == nil {
+		return summarize(query)
+	}
+	c.mu.Lock()
+	d, ok := c.docs[query]
+	c.mu.Unlock()
+	if ok {
+		return d
+	}
+	d = summarize(query)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.docs == nil {
+		c.docs = map[string]*docSummary{}
+	}
+	if _, ok := c.docs[query]; !ok {
+		if len(c.order) >= maxCachedDocs {
+			delete(c.docs, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.docs[query] = d
+		c.order = append(c.order, query)
+	}
+	return d
+}
+
+// Classify is the package's Classify with GraphQL documents cached.
+func (c *Cache) Classify(rt Route, r *Request) Operation {
+	r.cache = c
+	return Classify(rt, r)
 }

@@ -59,3 +59,27 @@ func FuzzGraphQL(f *testing.F) {
 		}
 	})
 }
+
+// TestCacheKeepsVariablesPerRequest: a cached document is classified with
+// each request's own variables, and the cache stays bounded.
+func TestCacheKeepsVariablesPerRequest(t *testing.T) {
+	var cache Cache
+	rt := Route{Kind: KindForge, Service: "github", Scope: "github"}
+	doc := `"query":"mutation($i: UpdateRefInput!) { updateRef(input:$i) { clientMutationId } }"`
+	for _, tc := range []struct {
+		vars string
+		want Class
+	}{{`{"i":{"force":false}}`, Write}, {`{"i":{"force":true}}`, Destructive}, {`{"i":{}}`, Write}} {
+		r := NewRequest("POST", "api.github.com", "/graphql", "", nil)
+		r.Body = []byte("{" + doc + `,"variables":` + tc.vars + "}")
+		if op := cache.Classify(rt, r); op.Class != tc.want {
+			t.Errorf("%s: %s", tc.vars, op.Class)
+		}
+	}
+	for i := range 2 * maxCachedDocs {
+		cache.summaries(strings.Repeat("{ a }", 1) + strings.Repeat(" ", i))
+	}
+	if len(cache.docs) > maxCachedDocs || len(cache.order) > maxCachedDocs {
+		t.Fatalf("cache grew to %d", len(cache.docs))
+	}
+}

@@ -20,6 +20,8 @@ type Request struct {
 	// when the classifier did not ask for it (see NeedsBody).
 	Body      []byte
 	Truncated bool
+
+	cache *Cache // set by Cache.Classify
 }
 
 // NewRequest builds a Request from an HTTP request line and headers, with

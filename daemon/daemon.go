@@ -98,6 +98,7 @@ type Daemon struct {
 	mu           sync.Mutex
 	profile      *workspace.Profile
 	services     *classify.Services // the classifiers' hosts, from profile
+	classifier   classify.Cache     // parsed GraphQL documents, across requests
 	rulesSource  string
 	rulesChanged time.Time
 

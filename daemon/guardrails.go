@@ -59,13 +59,13 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 			req.Body = body[:classify.MaxBody]
 		}
 		r.Body = replay(body, r.Body)
-		op = classify.Classify(rt, req)
+		op = g.d.classifier.Classify(rt, req)
 		if err != nil {
 			// A body that cannot be read cannot be vouched for.
 			op.Class, op.Reason = classify.Unknown, "the request body could not be read: "+err.Error()
 		}
 	default:
-		op = classify.Classify(rt, req)
+		op = g.d.classifier.Classify(rt, req)
 	}
 	mode := consent.Mode(prof.Mode(op.Service))
 	var message string
