@@ -36,8 +36,8 @@ type classification struct {
 func newClassifyCmd(c *cli) *cobra.Command {
 	var (
 		profile, method, rawURL, bodyFile string
-		headers                            []string
-		asJSON                             bool
+		headers                           []string
+		asJSON                            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "classify [--profile FILE] --method M --url URL [--header 'K: V']... [--body FILE|-] [--json]",
