@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -54,11 +56,8 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 		op = classify.Operation{Service: rt.Service, Scope: rt.Scope, Class: p.Class, Reason: p.Reason, Detail: p.Detail(r.URL.Path)}
 	case classify.NeedsBody(rt, req) && r.Body != nil:
 		body, err := io.ReadAll(io.LimitReader(r.Body, classify.MaxBody+1))
-		req.Body, req.Truncated = body, len(body) > classify.MaxBody
-		if req.Truncated {
-			req.Body = body[:classify.MaxBody]
-		}
 		r.Body = replay(body, r.Body)
+		req.Body, req.Truncated = decodedBody(r.Header.Get("Content-Encoding"), body)
 		op = g.d.classifier.Classify(rt, req)
 		if err != nil {
 			// A body that cannot be read cannot be vouched for.
@@ -97,6 +96,38 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 	}
 	status, header, body := classify.Refusal(rt, req, message)
 	return &proxy.Block{Status: status, Header: header, Body: body, Reason: message}, nil
+}
+
+// decodedBody is what the classifier reads of a body: decompressed when the
+// client compressed it (gzip, deflate), so that a compressed document is
+// classified like a plain one; a body in an encoding guard cannot read, or
+// larger than classify.MaxBody, is marked truncated (unknown to the
+// classifiers that need all of it). The bytes sent upstream are the
+// client's own, untouched.
+func decodedBody(encoding string, raw []byte) ([]byte, bool) {
+	var r io.Reader
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "", "identity":
+		if len(raw) > classify.MaxBody {
+			return raw[:classify.MaxBody], true
+		}
+		return raw, false
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, true
+		}
+		r = zr
+	case "deflate":
+		r = flate.NewReader(bytes.NewReader(raw))
+	default:
+		return nil, true
+	}
+	out, err := io.ReadAll(io.LimitReader(r, classify.MaxBody+1))
+	if err != nil || len(out) > classify.MaxBody || len(raw) > classify.MaxBody {
+		return out[:min(len(out), classify.MaxBody)], true
+	}
+	return out, false
 }
 
 // replay puts what was read back in front of the rest of a body.

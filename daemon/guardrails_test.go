@@ -1,13 +1,17 @@
 package daemon
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"guard/audit"
+	"guard/classify"
 	"guard/workspace"
 )
 
@@ -67,5 +71,35 @@ func TestGuardrailsModes(t *testing.T) {
 				t.Fatalf("no guardrails.block event: %+v", d.Events().Recent(0))
 			}
 		})
+	}
+}
+
+// TestCompressedBodiesAreRead: a gzip-compressed GraphQL mutation is
+// classified like a plain one, and a body in an encoding guard cannot read
+// is unknown, never a read.
+func TestCompressedBodiesAreRead(t *testing.T) {
+	load := func() (*workspace.Profile, error) {
+		return workspace.Parse([]byte(`{"name":"g","guardrails":{"github":"destructive"}}`), "test", "")
+	}
+	d, _ := startDaemon(t, Config{LoadProfile: load})
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"query":"mutation { deleteRepository(input:{repositoryId:\"x\"}) { clientMutationId } }"}`))
+	zw.Close()
+	r := httptest.NewRequest("POST", "https://api.github.com/graphql", bytes.NewReader(gz.Bytes()))
+	r.Header.Set("Content-Encoding", "gzip")
+	blk, _ := guardrails{d}.Check(context.Background(), r)
+	if blk == nil {
+		t.Fatal("a gzip-compressed deleteRepository passed under destructive")
+	}
+	// The body still goes upstream as the client sent it.
+	if sent, _ := io.ReadAll(r.Body); !bytes.Equal(sent, gz.Bytes()) {
+		t.Fatal("the compressed body was not replayed untouched")
+	}
+	r = httptest.NewRequest("POST", "https://api.github.com/graphql", strings.NewReader("(zstd bytes)"))
+	r.Header.Set("Content-Encoding", "zstd")
+	op := classify.Classify(classify.Route{Kind: classify.KindForge, Service: "github", Scope: "github"}, classify.NewRequest("POST", "api.github.com", "/graphql", "", nil))
+	if op.Class == classify.Read {
+		t.Fatal("an unreadable GraphQL body classified as a read")
 	}
 }
