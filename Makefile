@@ -36,6 +36,7 @@ test: vet unit fuzz
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./firewall
 	$(GO) test -run '^$$' -bench . -benchmem ./consent
+	$(GO) test -run '^$$' -bench . -benchmem ./classify
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./proxy
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./netstack   # needs root: namespaces
 
