@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,6 +21,8 @@ const (
 // credential scope), its action, and its protocol.
 type awsCall struct {
 	service, action, protocol string
+	actions                   []string // every action the request names
+	formUnread                bool     // a form body too large or malformed to read
 }
 
 // awsReadPrefixes and awsDestructivePrefixes classify an action by name.
@@ -45,7 +48,13 @@ var awsExceptions = map[string]Class{
 	"s3:DeleteObjectTagging":         Write,
 	"ec2:RevokeSecurityGroupIngress": Write, // tightens access
 	"ec2:RevokeSecurityGroupEgress":  Write,
+	"kms:ScheduleKeyDeletion":        Destructive, // the key, and all it encrypted, goes
+	"kms:DisableKey":                 Write,
 }
+
+// awsStatements are actions that carry SQL (PartiQL, the RDS Data API):
+// the statement decides.
+var awsStatements = map[string]bool{"ExecuteStatement": true, "BatchExecuteStatement": true, "ExecuteTransaction": true}
 
 // AWSAction classifies an AWS action name of a service.
 func AWSAction(service, action string) (Class, string) {
@@ -66,7 +75,9 @@ func AWSAction(service, action string) (Class, string) {
 }
 
 // awsService reads the service from the SigV4 credential scope, in the
-// Authorization header or a presigned URL's X-Amz-Credential.
+// Authorization header or a presigned URL's X-Amz-Credential: the fourth
+// part of AKID/date/region/service/aws4_request, or the third of SigV4A's
+// AKID/date/service/aws4_request. s3express is S3.
 func awsService(r *Request) string {
 	cred := r.Query.Get("X-Amz-Credential")
 	if auth := r.Header.Get("Authorization"); strings.HasPrefix(auth, "AWS4-") {
@@ -74,35 +85,59 @@ func awsService(r *Request) string {
 			cred, _, _ = strings.Cut(rest, ",")
 		}
 	}
-	// AKID/date/region/service/aws4_request
-	if parts := strings.Split(strings.TrimSpace(cred), "/"); len(parts) == 5 {
-		return parts[3]
+	var svc string
+	switch parts := strings.Split(strings.TrimSpace(cred), "/"); len(parts) {
+	case 5:
+		svc = parts[3]
+	case 4:
+		svc = parts[2]
 	}
-	return ""
+	if svc == "s3express" {
+		svc = "s3"
+	}
+	return svc
+}
+
+func isForm(r *Request) bool {
+	return strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-www-form-urlencoded")
 }
 
 func awsNeedsBody(r *Request) bool {
-	return r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
+	if r.Method != http.MethodPost {
+		return false
+	}
+	t := r.Header.Get("X-Amz-Target")
+	return isForm(r) || awsStatements[t[strings.LastIndexAny(t, ".#")+1:]]
 }
 
 // awsIdentify finds a request's action: X-Amz-Target (JSON), Action= in
 // the query or form (query), the Smithy RPC v2 CBOR path; else it is a
-// REST call, named by method and path.
+// REST call, named by method and path. When a request names actions in
+// several places, actions holds them all and the worst decides.
 func awsIdentify(r *Request) awsCall {
 	c := awsCall{service: awsService(r)}
 	if t := r.Header.Get("X-Amz-Target"); t != "" {
 		c.protocol = awsJSON
 		c.action = t[strings.LastIndexAny(t, ".#")+1:]
-		return c
+		c.actions = append(c.actions, c.action)
 	}
-	if a := r.Query.Get("Action"); a != "" {
-		c.protocol, c.action = awsQuery, a
-	} else if awsNeedsBody(r) && !r.Truncated {
-		if form, err := url.ParseQuery(string(r.Body)); err == nil && form.Get("Action") != "" {
-			c.protocol, c.action = awsQuery, form.Get("Action")
+	for _, a := range r.Query["Action"] {
+		c.actions = append(c.actions, a)
+	}
+	if isForm(r) && r.Method == http.MethodPost {
+		if r.Truncated {
+			c.formUnread = true
+		} else if form, err := url.ParseQuery(string(r.Body)); err == nil {
+			c.actions = append(c.actions, form["Action"]...)
+		} else {
+			c.formUnread = true
 		}
 	}
-	if c.protocol == awsQuery {
+	if c.protocol == awsJSON {
+		return c
+	}
+	if len(c.actions) > 0 {
+		c.protocol, c.action = awsQuery, c.actions[0]
 		if c.service == "ec2" {
 			c.protocol = awsEC2
 		}
@@ -112,15 +147,22 @@ func awsIdentify(r *Request) awsCall {
 		// rpcv2Cbor: /service/{ServiceName}/operation/{OperationName}
 		if parts := strings.Split(strings.Trim(r.Path, "/"), "/"); len(parts) == 4 && parts[2] == "operation" {
 			c.protocol, c.action = awsCBOR, parts[3]
+			c.actions = []string{c.action}
 			return c
 		}
 	}
-	if c.service == "s3" || (c.service == "" && (strings.HasPrefix(r.Host, "s3.") || strings.Contains(r.Host, ".s3."))) {
+	if c.service == "s3" || (c.service == "" && isS3Host(r.Host)) {
 		c.service, c.protocol = "s3", awsRestXML
 		return c
 	}
 	c.protocol = awsRestJSON
 	return c
+}
+
+// isS3Host recognizes S3's endpoints, legacy dashed ones included.
+func isS3Host(h string) bool {
+	return strings.HasPrefix(h, "s3.") || strings.HasPrefix(h, "s3-") || strings.Contains(h, ".s3.") ||
+		strings.Contains(h, ".s3-") || strings.Contains(h, ".s3express")
 }
 
 // AWS classifies an AWS API request (see AWSAction for the name rule). S3
@@ -129,24 +171,72 @@ func awsIdentify(r *Request) awsCall {
 func AWS(r *Request) Operation {
 	c := awsIdentify(r)
 	op := Operation{Detail: r.Method + " " + r.Path}
-	if c.action != "" {
-		op.Class, op.Reason = AWSAction(c.service, c.action)
-		op.Detail = c.service + ":" + c.action
+	if len(c.actions) > 0 {
+		op.Class = Read
+		for _, a := range c.actions {
+			cl, why := AWSAction(c.service, a)
+			if awsStatements[a] {
+				cl, why = awsStatementClass(r)
+			}
+			if worst(op.Class, cl) != op.Class || op.Reason == "" {
+				op.Class, op.Reason = worst(op.Class, cl), why
+			}
+		}
+		op.Detail = c.service + ":" + strings.Join(c.actions, "+")
+		if c.formUnread {
+			op.Class, op.Reason = worst(op.Class, Unknown), op.Reason+"; the form body was not read"
+		}
+		return op
+	}
+	if c.formUnread {
+		op.Class, op.Reason = Unknown, "a form body too large or malformed to find its action"
 		return op
 	}
 	switch {
 	case c.service == "s3" && r.Method == http.MethodPost && r.Query.Has("delete"):
 		op.Class, op.Reason, op.Detail = Destructive, "s3:DeleteObjects (POST ?delete)", "s3:DeleteObjects "+r.Path
-	case r.Method == http.MethodPost && r.Query.Has("restore") || r.Query.Has("select"):
-		op.Class, op.Reason = Write, c.service+" "+r.Method
-		if r.Query.Has("select") {
-			op.Class, op.Reason = Read, "s3:SelectObjectContent"
-		}
+	case c.service == "s3" && r.Method == http.MethodPost && r.Query.Has("select"):
+		op.Class, op.Reason = Read, "s3:SelectObjectContent"
 	default:
 		op.Class, op.Reason = REST(r.Method)
 		op.Reason = c.service + ": " + op.Reason
 	}
 	return op
+}
+
+// awsStatementClass classifies the SQL an ExecuteStatement-like action
+// carries: {"Statement": ...} (DynamoDB PartiQL, RDS Data API sql) or
+// {"Statements": [{"Statement": ...}]} / {"TransactStatements": [...]}.
+func awsStatementClass(r *Request) (Class, string) {
+	if r.Truncated {
+		return Unknown, "a statement body too large to read"
+	}
+	var body map[string]json.RawMessage
+	if json.Unmarshal(r.Body, &body) != nil {
+		return Unknown, "a statement body that is not JSON"
+	}
+	var stmts []string
+	for _, key := range []string{"Statement", "sql"} {
+		var s string
+		if json.Unmarshal(body[key], &s) == nil && s != "" {
+			stmts = append(stmts, s)
+		}
+	}
+	for _, key := range []string{"Statements", "TransactStatements"} {
+		var list []map[string]json.RawMessage
+		if json.Unmarshal(body[key], &list) == nil {
+			for _, item := range list {
+				var s string
+				if json.Unmarshal(item["Statement"], &s) == nil {
+					stmts = append(stmts, s)
+				}
+			}
+		}
+	}
+	if len(stmts) == 0 {
+		return Unknown, "no statement found in the request"
+	}
+	return SQL(strings.Join(stmts, ";\n"))
 }
 
 // awsRefusal is AccessDenied in the shape of the request's protocol.

@@ -1,6 +1,9 @@
 package classify
 
 import (
+	"io"
+	"mime"
+	"mime/multipart"
 	"strings"
 )
 
@@ -18,9 +21,23 @@ func ClickHouse(r *Request) Operation {
 		op.Class, op.Reason = Read, "a ClickHouse status page"
 		return op
 	}
+	if len(r.Query["query"]) > 1 {
+		op.Class, op.Reason = Unknown, "several query parameters"
+		return op
+	}
 	sql := r.Query.Get("query")
 	body := string(r.Body)
 	truncated := r.Truncated
+	if mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && strings.HasPrefix(mt, "multipart/") {
+		// ClickHouse takes the query from the form's query fields; the
+		// other parts are external data.
+		form, err := formQueries(body, params["boundary"])
+		if err != nil || truncated {
+			op.Class, op.Reason = Unknown, "a multipart ClickHouse request guard cannot read"
+			return op
+		}
+		sql, body = sql+"\n"+form, ""
+	}
 	if sql != "" && body != "" && firstKeyword(sql) == "INSERT" {
 		body, truncated = "", false // the body is the rows being inserted
 	}
@@ -36,6 +53,28 @@ func ClickHouse(r *Request) Operation {
 		op.Detail = r.Method + " " + r.Path
 	}
 	return op
+}
+
+// formQueries joins the values of a multipart form's query fields.
+func formQueries(body, boundary string) (string, error) {
+	mr := multipart.NewReader(strings.NewReader(body), boundary)
+	var out []string
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return strings.Join(out, "\n"), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if part.FormName() == "query" {
+			b, err := io.ReadAll(io.LimitReader(part, MaxBody))
+			if err != nil {
+				return "", err
+			}
+			out = append(out, string(b))
+		}
+	}
 }
 
 // SQL classifies ClickHouse SQL text, statement by statement, in one pass
@@ -62,6 +101,8 @@ type stmt struct {
 	main string
 	// destroys is DELETE, DROP or CLEAR seen at depth 0.
 	destroys string
+	// replaces: REPLACE seen at depth 0 (CREATE OR REPLACE).
+	replaces bool
 }
 
 var sqlMain = []string{"SELECT", "INSERT", "ALTER", "DELETE", "UPDATE", "DROP", "TRUNCATE", "CREATE"}
@@ -82,6 +123,12 @@ func (st stmt) classify() (Class, string) {
 		return Read, kw + " reads"
 	case "DROP", "TRUNCATE", "DELETE":
 		return Destructive, kw + " destroys data"
+	case "REPLACE":
+		return Destructive, "REPLACE TABLE replaces a table and its data"
+	case "CREATE":
+		if st.replaces {
+			return Destructive, "CREATE OR REPLACE replaces a table and its data"
+		}
 	case "ALTER":
 		if st.destroys != "" {
 			return Destructive, "ALTER ... " + strings.ToUpper(st.destroys) + " destroys data"
@@ -91,8 +138,10 @@ func (st stmt) classify() (Class, string) {
 	return Write, kw + " writes"
 }
 
+// Words are ASCII: ClickHouse skips Unicode whitespace (a no-break space
+// before DROP), so every other byte separates words here.
 func isWordStart(c byte) bool {
-	return c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || c >= 0x80
+	return c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
 }
 
 func isWordByte(c byte) bool { return isWordStart(c) || ('0' <= c && c <= '9') }
@@ -120,11 +169,7 @@ func scanStatements(text string, fn func(stmt)) {
 				i++
 			}
 		case c == '/' && i+1 < len(text) && text[i+1] == '*':
-			if j := strings.Index(text[i+2:], "*/"); j >= 0 {
-				i += j + 4
-			} else {
-				i = len(text)
-			}
+			i = skipBlockComment(text, i)
 		case c == ';':
 			flush()
 			i++
@@ -155,9 +200,12 @@ func scanStatements(text string, fn func(stmt)) {
 			if depth == 0 && st.destroys == "" && (strings.EqualFold(w, "DELETE") || strings.EqualFold(w, "DROP") || strings.EqualFold(w, "CLEAR")) {
 				st.destroys = w
 			}
+			if depth == 0 && strings.EqualFold(w, "REPLACE") {
+				st.replaces = true
+			}
 			content = true
 			i = j
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || c >= 0x80:
 			i++
 		default:
 			content = true
@@ -165,6 +213,28 @@ func scanStatements(text string, fn func(stmt)) {
 		}
 	}
 	flush()
+}
+
+// skipBlockComment returns the index after the /* comment at i; they
+// nest in ClickHouse.
+func skipBlockComment(text string, i int) int {
+	depth := 0
+	for i < len(text) {
+		switch {
+		case strings.HasPrefix(text[i:], "/*"):
+			depth++
+			i += 2
+		case strings.HasPrefix(text[i:], "*/"):
+			depth--
+			i += 2
+			if depth == 0 {
+				return i
+			}
+		default:
+			i++
+		}
+	}
+	return len(text)
 }
 
 // skipQuoted returns the index after the quoted run starting at i; a

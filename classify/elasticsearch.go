@@ -19,33 +19,37 @@ var esReadEndpoints = map[string]bool{"_search": true, "_msearch": true, "_count
 func Elasticsearch(r *Request) Operation {
 	op := Operation{}
 	segs := strings.Split(strings.Trim(r.Path, "/"), "/")
-	has := func(name string) bool {
-		for _, s := range segs {
-			if s == name {
-				return true
+	// The endpoint is the last segment that starts with an underscore:
+	// /_all/_delete_by_query is a delete by query, not an "_all" call.
+	endpoint, next := "", ""
+	for i, s := range segs {
+		if strings.HasPrefix(s, "_") {
+			endpoint, next = s, ""
+			if i+1 < len(segs) {
+				next = segs[i+1]
 			}
 		}
-		return false
 	}
-	var endpoint string
-	for _, s := range segs {
-		if strings.HasPrefix(s, "_") {
-			endpoint = s
-			break
-		}
-	}
+	scroll := endpoint == "_search" && next == "scroll"
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		op.Class, op.Reason = Read, "an Elasticsearch read"
-	case r.Method == http.MethodDelete && (has("scroll") || endpoint == "_pit"):
+	case r.Method == http.MethodDelete && (scroll || endpoint == "_pit"):
 		op.Class, op.Reason = Read, "closes a scroll or point in time"
 	case r.Method == http.MethodDelete:
 		op.Class, op.Reason = Destructive, "DELETE destroys"
-	case endpoint == "_delete_by_query":
-		op.Class, op.Reason = Destructive, "_delete_by_query destroys"
+	case endpoint == "_delete_by_query" || endpoint == "_reset":
+		op.Class, op.Reason = Destructive, endpoint+" destroys"
 	case endpoint == "_bulk":
 		op.Class, op.Reason = bulk(r.Body, r.Truncated)
-	case esReadEndpoints[endpoint] || has("scroll"):
+	case endpoint == "_update_by_query":
+		op.Class, op.Reason = scriptClass(r.Body, r.Truncated, "_update_by_query")
+	case endpoint == "_aliases":
+		op.Class, op.Reason = Write, "_aliases writes"
+		if r.Truncated || bytes.Contains(r.Body, []byte("remove_index")) {
+			op.Class, op.Reason = Destructive, "_aliases with remove_index deletes an index"
+		}
+	case esReadEndpoints[endpoint] || scroll:
 		op.Class, op.Reason = Read, endpoint+" reads"
 	default:
 		op.Class, op.Reason = Write, r.Method+" writes"
@@ -53,8 +57,21 @@ func Elasticsearch(r *Request) Operation {
 	return op
 }
 
+// scriptClass: a script that sets ctx.op can delete what it visits.
+func scriptClass(body []byte, truncated bool, what string) (Class, string) {
+	if truncated || bytes.Contains(body, []byte("ctx.op")) {
+		return Destructive, what + " with a script that may delete (ctx.op)"
+	}
+	return Write, what + " writes"
+}
+
 func esNeedsBody(r *Request) bool {
-	return strings.Contains(r.Path, "_bulk")
+	for _, e := range []string{"_bulk", "_update_by_query", "_aliases"} {
+		if strings.Contains(r.Path, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // bulk classifies a _bulk NDJSON body by its action lines: a delete
@@ -75,7 +92,13 @@ func bulk(body []byte, truncated bool) (Class, string) {
 			switch name {
 			case "delete":
 				return Destructive, "_bulk with a delete action"
-			case "index", "create", "update":
+			case "update":
+				// Its document follows; a script there may delete.
+				if i+1 < len(lines) && bytes.Contains(lines[i+1], []byte("ctx.op")) {
+					return Destructive, "_bulk update with a script that may delete (ctx.op)"
+				}
+				i++
+			case "index", "create":
 				i++ // its document follows
 			default:
 				return Unknown, "a _bulk action " + name

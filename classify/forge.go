@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -37,8 +38,15 @@ func Forge(service string, r *Request) Operation {
 		op.Class, op.Reason = Read, "smart HTTP fetch (git-upload-pack)"
 	case strings.HasSuffix(path, "/git-receive-pack") && r.Method == http.MethodPost:
 		op.Class, op.Reason = Write, "smart HTTP push (git-receive-pack)"
-	case isGraphQL(path) && r.Method == http.MethodPost:
-		op.Class, op.Reason = graphQL(r.Body, r.Truncated, r.cache.summaries)
+	case isGraphQL(path) && (r.Method == http.MethodPost || r.Method == http.MethodGet):
+		op.Class, op.Reason = Read, "a GraphQL request without a document"
+		if r.Method == http.MethodPost {
+			op.Class, op.Reason = graphQL(r.Body, r.Truncated, r.cache.summaries)
+		}
+		// A document in the URL counts too: Rails takes it over the body's.
+		if c, w, ok := graphqlURL(r.Query, r.cache.summaries); ok && (worst(op.Class, c) != op.Class || r.Method == http.MethodGet) {
+			op.Class, op.Reason = worst(op.Class, c), w
+		}
 	case r.Method == http.MethodPatch && strings.Contains(path, "/git/refs/"):
 		op.Class, op.Reason = refUpdate(r.Body, r.Truncated)
 	default:
@@ -58,16 +66,19 @@ func ForgeNeedsBody(r *Request) bool {
 // refUpdate classifies GitHub's PATCH /repos/{o}/{r}/git/refs/{ref}: a
 // write, destructive with "force": true.
 func refUpdate(body []byte, truncated bool) (Class, string) {
-	var req struct {
-		Force any `json:"force"`
-	}
+	// The exact key only: GitHub reads "force", not "Force".
+	var req map[string]json.RawMessage
 	if truncated || json.Unmarshal(body, &req) != nil {
 		return Unknown, "a ref update whose body cannot be read"
 	}
-	if f, ok := req.Force.(bool); ok && f || req.Force == "true" {
+	switch f := string(bytes.TrimSpace(req["force"])); f {
+	case "", "false", "null":
+		return Write, "a ref update without force"
+	case "true", `"true"`:
 		return Destructive, "a forced ref update"
+	default:
+		return Unknown, "a ref update whose force is " + f
 	}
-	return Write, "a ref update without force"
 }
 
 // REST classifies by method alone: GET, HEAD and OPTIONS read, DELETE

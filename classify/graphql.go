@@ -55,29 +55,74 @@ func graphQL(body []byte, truncated bool, summaries func(string) *docSummary) (C
 		return Unknown, "the GraphQL body is larger than what is read to classify it"
 	}
 	body = bytes.TrimSpace(body)
-	var reqs []graphqlRequest
+	var raws []map[string]json.RawMessage
 	if len(body) > 0 && body[0] == '[' {
-		if err := json.Unmarshal(body, &reqs); err != nil {
+		if err := json.Unmarshal(body, &raws); err != nil {
 			return Unknown, "the GraphQL batch is not JSON: " + err.Error()
 		}
 	} else {
-		var one graphqlRequest
+		var one map[string]json.RawMessage
 		if err := json.Unmarshal(body, &one); err != nil {
 			return Unknown, "the GraphQL request is not JSON: " + err.Error()
 		}
-		reqs = []graphqlRequest{one}
+		raws = []map[string]json.RawMessage{one}
 	}
-	if len(reqs) == 0 {
+	if len(raws) == 0 {
 		return Unknown, "an empty GraphQL batch"
 	}
 	class, why := Read, ""
-	for _, r := range reqs {
-		c, w := graphqlOne(r, summaries)
+	for _, raw := range raws {
+		r, ok := graphqlFields(raw)
+		c, w := Unknown, "a GraphQL request whose fields do not decode"
+		if ok {
+			c, w = graphqlOne(r, summaries)
+		}
 		if worst(class, c) != class || why == "" {
 			class, why = worst(class, c), w
 		}
 	}
 	return class, why
+}
+
+// graphqlFields takes a request's fields by their exact names, as GitHub
+// and GitLab read them: Go's decoder would also take "Query" for "query",
+// and the server would run a different document than the one classified.
+func graphqlFields(raw map[string]json.RawMessage) (graphqlRequest, bool) {
+	var r graphqlRequest
+	if q, ok := raw["query"]; ok && string(q) != "null" {
+		var s string
+		if json.Unmarshal(q, &s) != nil {
+			return r, false
+		}
+		r.Query = &s
+	}
+	if n, ok := raw["operationName"]; ok && string(n) != "null" {
+		if json.Unmarshal(n, &r.OperationName) != nil {
+			return r, false
+		}
+	}
+	r.Variables, r.Extensions = raw["variables"], raw["extensions"]
+	return r, true
+}
+
+// graphqlURL classifies a document given in the URL (GET, or a POST whose
+// query string carries one, which Rails lets win over the body).
+func graphqlURL(q map[string][]string, summaries func(string) *docSummary) (Class, string, bool) {
+	if len(q["query"]) == 0 && len(q["operationName"]) == 0 && len(q["variables"]) == 0 {
+		return Read, "", false
+	}
+	if len(q["query"]) != 1 || len(q["operationName"]) > 1 || len(q["variables"]) > 1 {
+		return Unknown, "several GraphQL parameters in the URL", true
+	}
+	r := graphqlRequest{Query: &q["query"][0]}
+	if n := q["operationName"]; len(n) == 1 {
+		r.OperationName = n[0]
+	}
+	if v := q["variables"]; len(v) == 1 {
+		r.Variables = json.RawMessage(v[0])
+	}
+	c, w := graphqlOne(r, summaries)
+	return c, w + " (in the URL)", true
 }
 
 // opSummary is what classification needs of one operation of a parsed
@@ -88,6 +133,10 @@ type opSummary struct {
 	fields      string
 	destructive string // a top-level field named delete/destroy/force...
 	forceArg    bool   // force: true in an argument
+	// forceVars are the variables given to force arguments, with those
+	// whose default is true.
+	forceVars    []string
+	defaultsTrue map[string]bool
 }
 
 // docSummary is a parsed document's operations, or why it did not parse.
@@ -103,13 +152,20 @@ func summarize(query string) *docSummary {
 	}
 	d := &docSummary{}
 	for _, op := range doc.Operations {
-		d.ops = append(d.ops, opSummary{
-			name:        op.Name,
-			mutation:    op.Operation == ast.Mutation,
-			fields:      fieldNames(op.SelectionSet),
-			destructive: destructiveFieldIn(op.SelectionSet, doc.Fragments),
-			forceArg:    forceArg(op.SelectionSet, doc.Fragments),
-		})
+		s := opSummary{
+			name:         op.Name,
+			mutation:     op.Operation == ast.Mutation,
+			fields:       fieldNames(op.SelectionSet),
+			destructive:  destructiveFieldIn(op.SelectionSet, doc.Fragments),
+			defaultsTrue: map[string]bool{},
+		}
+		s.forceArg, s.forceVars = forceArgs(op.SelectionSet, doc.Fragments)
+		for _, v := range op.VariableDefinitions {
+			if v.DefaultValue != nil && v.DefaultValue.Kind == ast.BooleanValue && v.DefaultValue.Raw == "true" {
+				s.defaultsTrue[v.Variable] = true
+			}
+		}
+		d.ops = append(d.ops, s)
 	}
 	return d
 }
@@ -141,15 +197,22 @@ func graphqlOne(r graphqlRequest, summaries func(string) *docSummary) (Class, st
 		return Unknown, "the GraphQL document has no operation"
 	}
 	forceVar := forceInJSON(r.Variables)
+	var vars map[string]json.RawMessage
+	json.Unmarshal(r.Variables, &vars)
 	class, why := Read, "a GraphQL query"
 	for _, op := range ops {
 		if !op.mutation {
 			continue
 		}
+		forced := op.forceArg || forceVar
+		for _, v := range op.forceVars {
+			val, given := vars[v]
+			forced = forced || (given && string(bytes.TrimSpace(val)) == "true") || (!given && op.defaultsTrue[v])
+		}
 		c, w := Write, "GraphQL mutation "+op.fields
 		if op.destructive != "" {
 			c, w = Destructive, "GraphQL mutation "+op.destructive+" deletes, destroys or forces"
-		} else if op.forceArg || forceVar {
+		} else if forced {
 			c, w = Destructive, "GraphQL mutation "+op.fields+" with force set"
 		}
 		if worst(class, c) != class || class == Read {
@@ -197,32 +260,35 @@ func destructiveFieldIn(set ast.SelectionSet, frags ast.FragmentDefinitionList) 
 	return ""
 }
 
-// forceArg finds force: true in any argument of the mutation's fields,
-// nested input objects included.
-func forceArg(set ast.SelectionSet, frags ast.FragmentDefinitionList) bool {
-	for _, f := range topFields(set, frags, 0) {
-		for _, a := range f.Arguments {
-			if forceValue(a.Name, a.Value, 0) {
-				return true
+// forceArgs finds force arguments in the mutation's fields, nested input
+// objects included: whether one is the literal true, and the variables
+// given to any.
+func forceArgs(set ast.SelectionSet, frags ast.FragmentDefinitionList) (bool, []string) {
+	literal := false
+	var vars []string
+	var walk func(name string, v *ast.Value, depth int)
+	walk = func(name string, v *ast.Value, depth int) {
+		if v == nil || depth > 32 {
+			return
+		}
+		if strings.EqualFold(name, "force") {
+			switch {
+			case v.Kind == ast.BooleanValue && v.Raw == "true":
+				literal = true
+			case v.Kind == ast.Variable:
+				vars = append(vars, v.Raw)
 			}
 		}
-	}
-	return false
-}
-
-func forceValue(name string, v *ast.Value, depth int) bool {
-	if v == nil || depth > 32 {
-		return false
-	}
-	if strings.EqualFold(name, "force") && v.Kind == ast.BooleanValue && v.Raw == "true" {
-		return true
-	}
-	for _, c := range v.Children {
-		if forceValue(c.Name, c.Value, depth+1) {
-			return true
+		for _, c := range v.Children {
+			walk(c.Name, c.Value, depth+1)
 		}
 	}
-	return false
+	for _, f := range topFields(set, frags, 0) {
+		for _, a := range f.Arguments {
+			walk(a.Name, a.Value, 0)
+		}
+	}
+	return literal, vars
 }
 
 // forceInJSON finds "force": true anywhere in the variables.

@@ -1,7 +1,9 @@
 package classify
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -16,12 +18,21 @@ type kubeRequest struct {
 func parseKubePath(path string) kubeRequest {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	var k kubeRequest
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
+	// Servers behind a path prefix (Rancher's /k8s/clusters/<id>/...) put
+	// the API at any depth: take the first api/<version> or
+	// apis/<group>/<version>.
+	found := false
+	for i := range parts {
+		if parts[i] == "api" && i+1 < len(parts) && strings.HasPrefix(parts[i+1], "v") {
+			parts, found = parts[i+2:], true
+			break
+		}
+		if parts[i] == "apis" && i+2 < len(parts) && strings.HasPrefix(parts[i+2], "v") {
+			parts, found = parts[i+3:], true
+			break
+		}
+	}
+	if !found {
 		return k // discovery, /version, /healthz, /openapi...
 	}
 	if len(parts) >= 1 && parts[0] == "watch" {
@@ -102,10 +113,33 @@ func Kubernetes(r *Request) Operation {
 	if k.subresource != "" {
 		op.Reason += "/" + k.subresource
 	}
+	if dryRun && r.Method == http.MethodDelete && len(r.Body) > 0 {
+		// A DELETE's body is its DeleteOptions, and the API server takes
+		// them over the query string.
+		dryRun = !r.Truncated && bodyDryRunAll(r.Body)
+	}
 	if dryRun && op.Class != Read {
 		op.Class, op.Reason = Read, op.Reason+" with dryRun=All"
 	}
 	return op
+}
+
+// bodyDryRunAll says a DeleteOptions body asks for dryRun All; the API
+// server's JSON keys are case-sensitive, so only "dryRun" counts.
+func bodyDryRunAll(body []byte) bool {
+	var opts map[string]json.RawMessage
+	if json.Unmarshal(body, &opts) != nil {
+		return false
+	}
+	var modes []string
+	if json.Unmarshal(opts["dryRun"], &modes) != nil {
+		return false
+	}
+	return slices.Contains(modes, "All")
+}
+
+func kubeNeedsBody(r *Request) bool {
+	return r.Method == http.MethodDelete && r.Query.Has("dryRun")
 }
 
 func kubeVerb(method string, k kubeRequest, watch string) string {

@@ -58,7 +58,8 @@ func ReceivePack(body io.Reader) Push {
 	}
 	req := packp.NewReferenceUpdateRequest()
 	if err := req.Decode(io.MultiReader(bytes.NewReader(head[:n]), body)); err != nil {
-		return Push{Class: Unknown, Reason: "the push's commands do not parse: " + err.Error()}
+		// git may still apply what guard cannot read: assume the worst.
+		return Push{Class: Destructive, Reason: "the push's commands do not parse, so it may delete or rewrite refs: " + err.Error()}
 	}
 	p := Push{Class: Write, Commands: req.Commands, Capabilities: req.Capabilities}
 	needPack := false
@@ -187,9 +188,12 @@ func objectID(data []byte) plumbing.Hash {
 	return h
 }
 
-// parents reads the parent lines of a commit's header.
+// parents reads a commit's parents the way git does: the "parent" lines
+// that follow the "tree" line directly. A "parent" line anywhere else is
+// an extra header git ignores, and must not prove a fast-forward.
 func parents(data []byte) []plumbing.Hash {
 	var out []plumbing.Hash
+	first := true
 	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -197,12 +201,18 @@ func parents(data []byte) []plumbing.Hash {
 		} else {
 			data = nil
 		}
-		if len(line) == 0 {
-			break // the header ends at the first blank line
+		if first {
+			if !bytes.HasPrefix(line, []byte("tree ")) {
+				return nil
+			}
+			first = false
+			continue
 		}
-		if rest, ok := bytes.CutPrefix(line, []byte("parent ")); ok {
-			out = append(out, plumbing.NewHash(string(rest)))
+		rest, ok := bytes.CutPrefix(line, []byte("parent "))
+		if !ok || len(rest) != 40 {
+			break
 		}
+		out = append(out, plumbing.NewHash(string(rest)))
 	}
 	return out
 }

@@ -119,7 +119,7 @@ func TestReceivePack(t *testing.T) {
 	if p := ReceivePack(strings.NewReader("0000")); p.Class != Read {
 		t.Fatalf("probe: %+v", p)
 	}
-	if p := ReceivePack(strings.NewReader("00zzgarbage")); p.Class != Unknown {
+	if p := ReceivePack(strings.NewReader("00zzgarbage")); p.Class != Destructive {
 		t.Fatalf("garbage: %+v", p)
 	}
 }
@@ -135,5 +135,20 @@ func TestRefusalIsAReceivePackResult(t *testing.T) {
 	out := ReceivePackRefusal(p, "main may be a force push; blocked by guardrails")
 	if !bytes.Contains(out, []byte("ng refs/heads/main main may be a force push; blocked by guardrails\n")) || !bytes.HasSuffix(out, []byte("0000")) {
 		t.Fatalf("%q", out)
+	}
+}
+
+// TestFakeParentLineIsNoParent: a "parent" line after the committer is an
+// extra header git ignores; it must not make a rewrite look like a
+// fast-forward.
+func TestFakeParentLineIsNoParent(t *testing.T) {
+	old := "0123456789abcdef0123456789abcdef01234567"
+	real := "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nparent " + old + "\nauthor a <a> 1 +0000\ncommitter a <a> 1 +0000\n\nmsg\n"
+	fake := "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a> 1 +0000\ncommitter a <a> 1 +0000\nparent " + old + "\n\nmsg\n"
+	if p := parents([]byte(real)); len(p) != 1 || p[0].String() != old {
+		t.Fatalf("real parent: %v", p)
+	}
+	if p := parents([]byte(fake)); len(p) != 0 {
+		t.Fatalf("a parent line after the committer counted: %v", p)
 	}
 }

@@ -3,6 +3,7 @@ package classify
 import (
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // Request is what a classifier sees of an HTTP request: the request line,
@@ -27,8 +28,28 @@ type Request struct {
 // NewRequest builds a Request from an HTTP request line and headers, with
 // the body still to come.
 func NewRequest(method, host, path, rawQuery string, header http.Header) *Request {
-	q, _ := url.ParseQuery(rawQuery)
-	return &Request{Method: method, Host: host, Path: path, RawQuery: rawQuery, Query: q, Header: header}
+	return &Request{Method: method, Host: host, Path: path, RawQuery: rawQuery, Query: parseQuery(rawQuery), Header: header}
+}
+
+// parseQuery splits a query string on & only, as the services do (Go's
+// url.ParseQuery drops any pair with a semicolon, which would hide a
+// ClickHouse query=DROP...;), keeping a value it cannot unescape as sent.
+func parseQuery(raw string) url.Values {
+	q := url.Values{}
+	for _, pair := range strings.Split(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if uv, err := url.QueryUnescape(v); err == nil {
+			v = uv
+		}
+		q.Add(k, v)
+	}
+	return q
 }
 
 // MaxBody is how much of a body the classifiers read: enough for any

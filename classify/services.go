@@ -46,7 +46,7 @@ type Services struct {
 }
 
 // builtinRegistries are registries known without configuration.
-var builtinRegistries = []string{"registry-1.docker.io", "index.docker.io", "auth.docker.io", "ghcr.io"}
+var builtinRegistries = []string{"registry-1.docker.io", "index.docker.io", "auth.docker.io", "hub.docker.com", "ghcr.io"}
 
 // Route finds the service a request to host:port belongs to. host is
 // lower-case without a trailing dot.
@@ -73,7 +73,7 @@ func (s *Services) Route(host string, port int) (Route, bool) {
 		return Route{Kind: KindForge, Service: svc, Scope: svc}, true
 	}
 	switch {
-	case under("amazonaws.com") || under("amazonaws.com.cn"):
+	case under("amazonaws.com") || under("amazonaws.com.cn") || under("api.aws"):
 		return Route{Kind: KindAWS, Service: "aws", Scope: "aws"}, true
 	case host == "api.digitalocean.com":
 		return Route{Kind: KindDigitalOcean, Service: "digitalocean", Scope: "digitalocean"}, true
@@ -83,7 +83,7 @@ func (s *Services) Route(host string, port int) (Route, bool) {
 	for _, r := range append(builtinRegistries[:len(builtinRegistries):len(builtinRegistries)], s.Registries...) {
 		if host == r || hostPort == r {
 			scopeHost := host
-			if host == "index.docker.io" || host == "auth.docker.io" {
+			if host == "index.docker.io" || host == "auth.docker.io" || host == "hub.docker.com" {
 				scopeHost = "registry-1.docker.io"
 			}
 			return Route{Kind: KindRegistry, Service: "registry", Scope: "docker:" + scopeHost}, true
@@ -110,6 +110,8 @@ func NeedsBody(rt Route, r *Request) bool {
 		return esNeedsBody(r)
 	case KindDigitalOcean:
 		return digitalOceanNeedsBody(r)
+	case KindKubernetes:
+		return kubeNeedsBody(r)
 	}
 	return false
 }

@@ -50,7 +50,19 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 		// Only the head of a push is read: its commands and commits. The
 		// rest streams upstream after it.
 		tee := &classify.Tee{R: r.Body, Limit: classify.MaxPushPrefix}
-		p := classify.ReceivePack(tee)
+		var p classify.Push
+		switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+		case "", "identity":
+			p = classify.ReceivePack(tee)
+		case "gzip", "x-gzip":
+			if zr, err := gzip.NewReader(tee); err == nil {
+				p = classify.ReceivePack(zr)
+			} else {
+				p = classify.Push{Class: classify.Destructive, Reason: "a gzip push that does not decompress"}
+			}
+		default:
+			p = classify.Push{Class: classify.Destructive, Reason: "a push in encoding " + enc + ", which guard cannot read"}
+		}
 		push = &p
 		r.Body = replay(tee.Buf.Bytes(), r.Body)
 		op = classify.Operation{Service: rt.Service, Scope: rt.Scope, Class: p.Class, Reason: p.Reason, Detail: p.Detail(r.URL.Path)}
