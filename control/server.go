@@ -30,6 +30,9 @@ type Backend interface {
 	Events() *audit.Log
 	CA() CAInfo
 	Consent() *consent.Broker
+	Credentials() []CredentialView
+	Compromise() string
+	ClearCompromise() bool
 }
 
 // maxRequestBytes bounds a request body; rules files are the largest.
@@ -56,6 +59,9 @@ func NewServer(b Backend, logger *slog.Logger) *Server {
 	mux.HandleFunc("POST /v1/consent/answer", s.consentAnswer)
 	mux.HandleFunc("GET /v1/approvals", s.approvals)
 	mux.HandleFunc("POST /v1/approvals/revoke", s.revoke)
+	mux.HandleFunc("GET /v1/credentials", s.credentials)
+	mux.HandleFunc("GET /v1/compromise", s.compromise)
+	mux.HandleFunc("POST /v1/compromise/clear", s.clearCompromise)
 	s.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

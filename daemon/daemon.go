@@ -83,12 +83,14 @@ type Daemon struct {
 	lock        *os.File
 	started     time.Time
 
-	active *firewall.Active
-	snoop  *firewall.SnoopTable
-	events *audit.Log
-	ca     *proxy.Authority
-	proxy  *proxy.Proxy
-	broker *consent.Broker
+	active  *firewall.Active
+	snoop   *firewall.SnoopTable
+	events  *audit.Log
+	ca      *proxy.Authority
+	proxy   *proxy.Proxy
+	broker  *consent.Broker
+	store   *workspace.Store
+	swapper *proxy.Swapper
 	// hostAddrs are the host's own addresses, shared by the proxy and the
 	// stack: flows to them need a rule that names them.
 	hostAddrs *hostaddr.Set
@@ -159,6 +161,16 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	d.snoop = firewall.NewSnoopTable(firewall.SnoopOptions{Now: cfg.Now})
 	d.hostAddrs = &hostaddr.Set{}
 	d.broker = consent.NewBroker(consent.Config{Timeout: prof.Consent.Timeout(), Record: consentRecorder{d.events}})
+	if d.store, err = workspace.OpenStore(ctx, prof, d.stateDir); err != nil {
+		d.close()
+		return nil, err
+	}
+	for _, c := range d.store.Credentials() {
+		if _, err := c.Real(); err != nil {
+			d.logger.Warn("a credential's secret is not available; requests that need it are refused", "err", err)
+		}
+	}
+	d.swapper = proxy.NewSwapper(proxyCredentials(d.store), d.store.Tags, d.events, useApprover{d})
 
 	m, err := compile(prof, prof.Policy)
 	if err != nil {
@@ -214,7 +226,7 @@ func (d *Daemon) buildProxy(prof *workspace.Profile) error {
 	d.proxy, err = proxy.New(proxy.Config{
 		CA: d.ca, Policy: d.active, Events: d.events, Snoop: d.snoop,
 		UpstreamRoots: roots, StaticHosts: prof.DNS.Hosts, NoMitm: prof.Egress.NoMitmDomains,
-		HostAddrs: d.hostAddrs, Guardrails: guardrails{d}, Logger: d.logger,
+		HostAddrs: d.hostAddrs, Guardrails: guardrails{d}, Credentials: d.swapper, Logger: d.logger,
 	})
 	if err != nil {
 		return err

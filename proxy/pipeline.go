@@ -24,10 +24,11 @@ type Guardrails interface {
 	Check(ctx context.Context, r *http.Request) (*Block, error)
 }
 
-// Credentials is the credential hook (the credentials issue fills it): it
-// may rewrite a request that is about to go upstream.
+// Credentials is the credential hook (*Swapper): it may rewrite a request
+// that is about to go upstream, or refuse it with a Block; a Scrub it
+// returns is applied to the response.
 type Credentials interface {
-	Inject(ctx context.Context, r *http.Request) error
+	Inject(ctx context.Context, r *http.Request, dst Destination) (*Scrub, *Block, error)
 }
 
 // Block is a refusal with a body that fits the service's protocol.
@@ -63,7 +64,9 @@ func (allowAll) Check(context.Context, *http.Request) (*Block, error) { return n
 
 type injectNothing struct{}
 
-func (injectNothing) Inject(context.Context, *http.Request) error { return nil }
+func (injectNothing) Inject(context.Context, *http.Request, Destination) (*Scrub, *Block, error) {
+	return nil, nil, nil
+}
 
 // requestHost returns the normalized host a request names (Host header, or
 // the absolute URI's host, which net/http puts in r.Host).
@@ -163,15 +166,26 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		p.writeBlock(w, r, blk)
 		return
 	}
-	if err := p.cfg.Credentials.Inject(ctx, r); err != nil {
+	// The scope check takes the host as sent: "github.com." is not a
+	// credential's "github.com".
+	sentHost := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(sentHost); err == nil {
+		sentHost = h
+	}
+	scrub, blk, err := p.cfg.Credentials.Inject(ctx, r, Destination{Host: strings.Trim(sentHost, "[]"), TLS: ci.tls || r.URL.Scheme == "https"})
+	if err != nil {
 		p.writeBlock(w, r, p.cfg.Renderer.Render(r, fmt.Sprintf("%s to %s: credentials could not be prepared (%v); blocked by guardrails", r.Method, host, err)))
+		return
+	}
+	if blk != nil {
+		p.writeBlock(w, r, blk)
 		return
 	}
 	body := &bodyReader{ReadCloser: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = body
 	}
-	r = r.WithContext(withTarget(ctx, target{host: host, port: ci.port, tls: ci.tls || r.URL.Scheme == "https", ci: ci, body: body}))
+	r = r.WithContext(withTarget(ctx, target{host: host, port: ci.port, tls: ci.tls || r.URL.Scheme == "https", ci: ci, body: body, scrub: scrub}))
 	p.forward.ServeHTTP(w, r)
 }
 
@@ -246,11 +260,12 @@ func (p *Proxy) writeBlock(w http.ResponseWriter, r *http.Request, blk *Block) {
 
 // target is where a request goes upstream.
 type target struct {
-	host string
-	port uint16
-	tls  bool
-	ci   *connInfo
-	body *bodyReader
+	host  string
+	port  uint16
+	tls   bool
+	ci    *connInfo
+	body  *bodyReader
+	scrub *Scrub // reals injected into this request, to scrub from its response
 }
 
 type targetKey struct{}
@@ -286,6 +301,10 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	var denied *deniedError
 	if errors.As(err, &denied) {
 		p.writeBlock(w, r, p.cfg.Renderer.Render(r, denied.Error()+"; blocked by guardrails"))
+		return
+	}
+	if t, ok := targetFrom(r.Context()); ok && t.body != nil && errors.Is(t.body.err, errCompromise) {
+		p.writeBlock(w, r, compromiseBlock("a fake credential in the body of a request to "+t.host))
 		return
 	}
 	if t, ok := targetFrom(r.Context()); ok && t.body != nil && t.body.err != nil {

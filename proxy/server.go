@@ -155,8 +155,14 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p.upstream = &upstreamPools{byDst: map[netip.Addr]*http.Transport{}, make: p.newTransport}
 	p.forward = &httputil.ReverseProxy{
-		Rewrite:      p.rewrite,
-		Transport:    p.upstream,
+		Rewrite:   p.rewrite,
+		Transport: p.upstream,
+		ModifyResponse: func(resp *http.Response) error {
+			if t, ok := targetFrom(resp.Request.Context()); ok && t.scrub != nil {
+				t.scrub.Response(resp)
+			}
+			return nil
+		},
 		ErrorHandler: p.upstreamError,
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}

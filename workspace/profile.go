@@ -80,6 +80,9 @@ type Credential struct {
 	Hosts        []string `json:"hosts"`
 	Secret       Secret   `json:"secret"`
 	AskBeforeUse bool     `json:"askBeforeUse"`
+	// Headers are custom request headers that carry the credential (an
+	// API key header), beside Authorization.
+	Headers []string `json:"headers,omitempty"`
 }
 
 // Secret says where a credential's real value comes from; exactly one source
@@ -280,6 +283,11 @@ func (p *Profile) validate() []*FieldError {
 				continue
 			}
 			c.Hosts[j] = n
+		}
+		for j, h := range c.Headers {
+			if !rules.IsToken(h) {
+				bad(fmt.Sprintf("%s.headers[%d]", at, j), "%q is not a header name", h)
+			}
 		}
 		s := &c.Secret
 		sources := 0

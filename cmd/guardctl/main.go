@@ -103,7 +103,7 @@ error.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&c.control, "control", "", "guardd's control socket (default: $GUARD_CONTROL, or the one running workspace)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRulesCmd(c), newEventsCmd(c), newStatusCmd(c), newProfileCmd(c), newCACmd(c), newPromptCmd(c), newApprovalsCmd(c), newClassifyCmd(c))
+	root.AddCommand(newRulesCmd(c), newEventsCmd(c), newStatusCmd(c), newProfileCmd(c), newCACmd(c), newPromptCmd(c), newApprovalsCmd(c), newClassifyCmd(c), newCredentialsCmd(c), newCompromiseCmd(c))
 	return root
 }
 

@@ -1,0 +1,378 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"guard/audit"
+)
+
+// Destination is where an intercepted request goes, as the credential
+// hook needs it.
+type Destination struct {
+	Host string // normalized, no port
+	TLS  bool
+}
+
+// Credential is one credential as the swapper sees it.
+type Credential struct {
+	ID, Title, Service string
+	Hosts, Headers     []string
+	AskBeforeUse       bool
+	Fake, FakeKeyID    string
+	// Real returns the real secret, or why it is unavailable.
+	Real func() (string, error)
+}
+
+// UseApprover asks a person before a credential marked askBeforeUse is
+// used (the consent broker's use questions).
+type UseApprover interface {
+	ApproveUse(ctx context.Context, c *Credential, operation string) (bool, string)
+}
+
+// Swapper is the credential hook: on requests to a credential's hosts over
+// TLS it replaces the credential's fake with the real secret in the
+// Authorization header (bearer, token and basic forms) and the
+// credential's own headers; it refuses, with 451, any request that carries
+// a fake anywhere else (another host, the URL of another host, a body),
+// and marks the workspace compromised until a person clears it; and it
+// turns real secrets that a server reflects back into their fakes.
+type Swapper struct {
+	creds   []*Credential
+	tags    []string
+	maxLen  int
+	events  EventSink
+	approve UseApprover
+
+	compromised atomic.Pointer[string]
+}
+
+// NewSwapper builds the hook. tags are the install's fake markers: every
+// fake contains one, so one substring search per tag finds them all.
+func NewSwapper(creds []*Credential, tags []string, events EventSink, approve UseApprover) *Swapper {
+	s := &Swapper{creds: creds, tags: tags, events: events, approve: approve}
+	for _, c := range creds {
+		s.maxLen = max(s.maxLen, len(c.Fake), len(c.FakeKeyID))
+	}
+	return s
+}
+
+// Compromised says why the workspace is compromised, or "".
+func (s *Swapper) Compromised() string {
+	if r := s.compromised.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
+
+// ClearCompromise lets requests through again after a person has looked.
+func (s *Swapper) ClearCompromise() bool { return s.compromised.Swap(nil) != nil }
+
+// fakeHit is one fake found in some text.
+type fakeHit struct {
+	cred *Credential
+	fake string
+}
+
+// find reports the fakes in text: each tag occurrence is checked against
+// the fakes that carry that tag.
+func (s *Swapper) find(text string) []fakeHit {
+	var hits []fakeHit
+	for _, tag := range s.tags {
+		for from := 0; ; {
+			i := strings.Index(text[from:], tag)
+			if i < 0 {
+				break
+			}
+			at := from + i
+			for _, c := range s.creds {
+				for _, f := range []string{c.Fake, c.FakeKeyID} {
+					off := strings.Index(f, tag)
+					if f == "" || off < 0 || at-off < 0 || at-off+len(f) > len(text) {
+						continue
+					}
+					if text[at-off:at-off+len(f)] == f {
+						hits = append(hits, fakeHit{cred: c, fake: f})
+					}
+				}
+			}
+			from = at + 1
+		}
+	}
+	return hits
+}
+
+func inScope(c *Credential, host string) bool {
+	for _, h := range c.Hosts {
+		if host == h || strings.HasSuffix(host, "."+h) {
+			return true
+		}
+	}
+	return false
+}
+
+// errCompromise stops a request whose body carries a fake out of scope.
+var errCompromise = errors.New("a fake credential in a request to a host it does not belong to")
+
+// compromise marks the workspace and records the event.
+func (s *Swapper) compromise(ctx context.Context, c *Credential, host, where string) *Block {
+	reason := fmt.Sprintf("the fake of credential %q was sent to %s in the %s; the workspace is marked compromised until `guardctl compromise clear`", c.ID, host, where)
+	s.compromised.CompareAndSwap(nil, &reason)
+	s.events.Emit(ctx, audit.Event{Type: audit.TypeCompromise, Host: host, Scope: c.ID, Reason: reason})
+	return compromiseBlock(reason)
+}
+
+func compromiseBlock(reason string) *Block {
+	body := fmt.Sprintf(`{"message":%q}`+"\n", reason+"; blocked by guardrails")
+	return &Block{Status: http.StatusUnavailableForLegalReasons, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: []byte(body), Reason: reason}
+}
+
+// Inject checks and rewrites a request about to go upstream; scrub, when
+// not nil, is applied to its response.
+func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) (*Scrub, *Block, error) {
+	if reason := s.Compromised(); reason != "" {
+		return nil, compromiseBlock("the workspace is compromised (" + reason + ")"), nil
+	}
+	if len(s.creds) == 0 {
+		return nil, nil, nil
+	}
+	for _, h := range s.find(r.URL.RequestURI()) {
+		if !inScope(h.cred, dst.Host) {
+			return nil, s.compromise(ctx, h.cred, dst.Host, "URL"), nil
+		}
+	}
+	type swap struct {
+		name string
+		i    int
+		val  string
+	}
+	var swaps []swap
+	used := map[*Credential]string{}
+	for name, values := range r.Header {
+		for i, v := range values {
+			text, basic := v, false
+			if scheme, rest, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
+				if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
+					text, basic = string(dec), true
+				}
+			}
+			hits := s.find(text)
+			if !basic {
+				hits = append(hits, s.find(v)...)
+			}
+			for _, h := range hits {
+				if !inScope(h.cred, dst.Host) {
+					return nil, s.compromise(ctx, h.cred, dst.Host, name+" header"), nil
+				}
+				if !dst.TLS || !carries(h.cred, name) || h.fake != h.cred.Fake {
+					continue // never in clear text, only in its headers; AWS keys are re-signed, not swapped
+				}
+				real, err := h.cred.Real()
+				if err != nil {
+					return nil, &Block{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
+						Body: []byte(fmt.Sprintf(`{"message":%q}`+"\n", "credential "+h.cred.ID+" is not available ("+err.Error()+"); blocked by guardrails"))}, nil
+				}
+				used[h.cred] = real
+				text = strings.ReplaceAll(text, h.fake, real)
+			}
+			if len(hits) > 0 && text != v {
+				if basic {
+					scheme, _, _ := strings.Cut(v, " ")
+					text = scheme + " " + base64.StdEncoding.EncodeToString([]byte(text))
+				}
+				swaps = append(swaps, swap{name, i, text})
+			}
+		}
+	}
+	for c := range used {
+		if c.AskBeforeUse && s.approve != nil {
+			if ok, why := s.approve.ApproveUse(ctx, c, r.Method+" "+dst.Host+r.URL.Path); !ok {
+				return nil, &Block{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
+					Body: []byte(fmt.Sprintf(`{"message":%q}`+"\n", "use of credential "+c.ID+" was not allowed ("+why+"); blocked by guardrails"))}, nil
+			}
+		}
+	}
+	for _, sw := range swaps {
+		r.Header[sw.name][sw.i] = sw.val
+	}
+	for c := range used {
+		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body}
+	}
+	if len(used) == 0 {
+		return nil, nil, nil
+	}
+	sc := &Scrub{}
+	for c, real := range used {
+		sc.pairs = append(sc.pairs, real, c.Fake)
+	}
+	return sc, nil, nil
+}
+
+// carries says a header is one the credential goes in.
+func carries(c *Credential, header string) bool {
+	if strings.EqualFold(header, "Authorization") {
+		return true
+	}
+	for _, h := range c.Headers {
+		if strings.EqualFold(h, header) {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeScanner passes a request body through, failing it when a fake
+// appears for a host outside that fake's scope. It holds back the last
+// bytes of each read until the next, so that a fake split across reads is
+// still seen before any of it goes upstream.
+type fakeScanner struct {
+	s       *Swapper
+	ctx     context.Context
+	host    string
+	r       io.ReadCloser
+	pending []byte // read, scanned, not yet passed on
+	out     []byte // ready to pass on
+	eof     bool
+	err     error
+}
+
+func (f *fakeScanner) Read(p []byte) (int, error) {
+	for len(f.out) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		if f.eof {
+			if len(f.pending) == 0 {
+				return 0, io.EOF
+			}
+			f.out, f.pending = f.pending, nil
+			break
+		}
+		buf := make([]byte, 32<<10)
+		n, err := f.r.Read(buf)
+		f.pending = append(f.pending, buf[:n]...)
+		if err == io.EOF {
+			f.eof = true
+		} else if err != nil {
+			f.err = err
+		}
+		for _, h := range f.s.find(string(f.pending)) {
+			if !inScope(h.cred, f.host) {
+				f.s.compromise(f.ctx, h.cred, f.host, "body")
+				f.err, f.pending = errCompromise, nil
+				return 0, f.err
+			}
+		}
+		if keep := f.s.maxLen - 1; !f.eof && len(f.pending) > keep {
+			f.out = append(f.out[:0], f.pending[:len(f.pending)-keep]...)
+			f.pending = append(f.pending[:0], f.pending[len(f.pending)-keep:]...)
+		}
+	}
+	n := copy(p, f.out)
+	f.out = f.out[n:]
+	return n, nil
+}
+
+func (f *fakeScanner) Close() error { return f.r.Close() }
+
+// Scrub turns real secrets a server reflects back into their fakes, in the
+// response's headers and body, before the VM sees them.
+type Scrub struct {
+	pairs []string // real, fake, ...
+	once  sync.Once
+	rep   *strings.Replacer
+}
+
+func (sc *Scrub) replacer() *strings.Replacer {
+	sc.once.Do(func() { sc.rep = strings.NewReplacer(sc.pairs...) })
+	return sc.rep
+}
+
+// Response scrubs resp in place.
+func (sc *Scrub) Response(resp *http.Response) {
+	rep := sc.replacer()
+	for name, values := range resp.Header {
+		for i, v := range values {
+			resp.Header[name][i] = rep.Replace(v)
+		}
+	}
+	if resp.Body != nil {
+		maxReal := 0
+		for i := 0; i < len(sc.pairs); i += 2 {
+			maxReal = max(maxReal, len(sc.pairs[i]))
+		}
+		resp.Body = &scrubReader{r: resp.Body, rep: rep, keep: maxReal - 1, reals: sc.pairs}
+		// Fakes are as long as or longer than... lengths may differ: the
+		// body's length is no longer known.
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
+}
+
+// scrubReader replaces reals in a stream, holding back the tail of each
+// chunk (one secret's length less one) so that a secret split across reads
+// is replaced whole.
+type scrubReader struct {
+	r       io.ReadCloser
+	rep     *strings.Replacer
+	reals   []string
+	keep    int
+	pending []byte
+	out     []byte
+	eof     bool
+}
+
+func (s *scrubReader) Read(p []byte) (int, error) {
+	for len(s.out) == 0 {
+		if s.eof {
+			if len(s.pending) == 0 {
+				return 0, io.EOF
+			}
+			s.out = []byte(s.rep.Replace(string(s.pending)))
+			s.pending = nil
+			break
+		}
+		buf := make([]byte, 32<<10)
+		n, err := s.r.Read(buf)
+		s.pending = append(s.pending, buf[:n]...)
+		if err != nil {
+			if err != io.EOF {
+				return 0, err
+			}
+			s.eof = true
+			continue
+		}
+		cut := len(s.pending) - s.keep
+		if cut <= 0 {
+			continue
+		}
+		// Never cut inside a secret: move the cut back before any secret
+		// that straddles it.
+		for i := 0; i < len(s.reals); i += 2 {
+			real := []byte(s.reals[i])
+			from := max(cut-len(real)+1, 0)
+			if j := bytes.Index(s.pending[from:], real); j >= 0 && from+j < cut && from+j+len(real) > cut {
+				cut = from + j
+			}
+		}
+		s.out = []byte(s.rep.Replace(string(s.pending[:cut])))
+		s.pending = append(s.pending[:0], s.pending[cut:]...)
+	}
+	n := copy(p, s.out)
+	s.out = s.out[n:]
+	return n, nil
+}
+
+func (s *scrubReader) Close() error { return s.r.Close() }

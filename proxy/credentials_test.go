@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+
+	"guard/audit"
+)
+
+const (
+	testTag  = "Qx7Kp2Lm"
+	testFake = "ghp_" + testTag + "AAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	testReal = "ghp_REALREALREALREALREALREALREALREAL1"
+)
+
+type eventList struct {
+	mu  sync.Mutex
+	all []audit.Event
+}
+
+func (e *eventList) Emit(_ context.Context, ev audit.Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+	return nil
+}
+
+func (e *eventList) types() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var t []string
+	for _, ev := range e.all {
+		t = append(t, ev.Type)
+	}
+	return strings.Join(t, ",")
+}
+
+type approver struct{ allow bool }
+
+func (a approver) ApproveUse(context.Context, *Credential, string) (bool, string) { return a.allow, "test" }
+
+func testSwapper(events EventSink, approve UseApprover) *Swapper {
+	return NewSwapper([]*Credential{{ID: "gh", Title: "GitHub", Service: "github", Hosts: []string{"github.com"},
+		Headers: []string{"X-Api-Key"}, Fake: testFake, Real: func() (string, error) { return testReal, nil }}},
+		[]string{testTag}, events, approve)
+}
+
+// TestFakeOnlyBecomesRealInScope: the fake turns into the real secret only
+// in its own headers, on its own hosts, over TLS; anywhere else it is a
+// compromise (451), which refuses every later request until cleared.
+func TestFakeOnlyBecomesRealInScope(t *testing.T) {
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+testFake))
+	for _, tc := range []struct {
+		name, host, header, value string
+		tls                       bool
+		want                      string // "real", "fake" (untouched) or "451"
+	}{
+		{"bearer on the host", "api.github.com", "Authorization", "Bearer " + testFake, true, "real"},
+		{"token form", "github.com", "Authorization", "token " + testFake, true, "real"},
+		{"basic form", "github.com", "Authorization", basic, true, "real"},
+		{"custom header", "api.github.com", "X-Api-Key", testFake, true, "real"},
+		{"another header on the host", "api.github.com", "X-Other", testFake, true, "fake"},
+		{"plain HTTP", "api.github.com", "Authorization", "Bearer " + testFake, false, "fake"},
+		{"suffix attack", "api.github.com.evil.com", "Authorization", "Bearer " + testFake, true, "451"},
+		{"look-alike", "evilgithub.com", "Authorization", "Bearer " + testFake, true, "451"},
+		{"trailing dot", "github.com.", "Authorization", "Bearer " + testFake, true, "451"},
+		{"the host's IP", "140.82.112.3", "Authorization", "Bearer " + testFake, true, "451"},
+		{"basic to another host", "example.com", "Authorization", basic, true, "451"},
+		{"in a cookie to another host", "example.com", "Cookie", "t=" + testFake, true, "451"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := &eventList{}
+			s := testSwapper(events, nil)
+			r := httptest.NewRequest("GET", "https://"+tc.host+"/x", nil)
+			r.Header.Set(tc.header, tc.value)
+			_, blk, err := s.Inject(context.Background(), r, Destination{Host: tc.host, TLS: tc.tls})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := r.Header.Get(tc.header)
+			switch tc.want {
+			case "451":
+				if blk == nil || blk.Status != 451 || s.Compromised() == "" || events.types() != audit.TypeCompromise {
+					t.Fatalf("not refused as a compromise: %+v %q", blk, events.types())
+				}
+				// Every later request is refused, even a good one.
+				good := httptest.NewRequest("GET", "https://api.github.com/", nil)
+				if _, blk, _ := s.Inject(context.Background(), good, Destination{Host: "api.github.com", TLS: true}); blk == nil || blk.Status != 451 {
+					t.Fatal("a compromised workspace let a request through")
+				}
+				s.ClearCompromise()
+				if _, blk, _ := s.Inject(context.Background(), good, Destination{Host: "api.github.com", TLS: true}); blk != nil {
+					t.Fatal("still refused after clearing")
+				}
+			case "real":
+				if blk != nil || !strings.Contains(decodeBasic(got), testReal) || strings.Contains(decodeBasic(got), testFake) {
+					t.Fatalf("not swapped: %q %+v", got, blk)
+				}
+				if events.types() != audit.TypeCredUse {
+					t.Fatalf("events %q", events.types())
+				}
+			case "fake":
+				if blk != nil || got != tc.value {
+					t.Fatalf("touched: %q %+v", got, blk)
+				}
+			}
+		})
+	}
+}
+
+func decodeBasic(v string) string {
+	if rest, ok := strings.CutPrefix(v, "Basic "); ok {
+		b, _ := base64.StdEncoding.DecodeString(rest)
+		return string(b)
+	}
+	return v
+}
+
+func TestFakeInURLOrBodyOutOfScope(t *testing.T) {
+	s := testSwapper(&eventList{}, nil)
+	r := httptest.NewRequest("GET", "https://example.com/?token="+testFake, nil)
+	if _, blk, _ := s.Inject(context.Background(), r, Destination{Host: "example.com", TLS: true}); blk == nil || blk.Status != 451 {
+		t.Fatal("a fake in another host's URL passed")
+	}
+	s.ClearCompromise()
+	// A body, read one byte at a time so the fake spans many reads.
+	body := strings.Repeat("x", 70000) + testFake + "tail"
+	r = httptest.NewRequest("POST", "https://example.com/upload", io.NopCloser(iotest.OneByteReader(strings.NewReader(body))))
+	if _, blk, _ := s.Inject(context.Background(), r, Destination{Host: "example.com", TLS: true}); blk != nil {
+		t.Fatal("refused before the body was read")
+	}
+	got, err := io.ReadAll(r.Body)
+	if err == nil || !strings.Contains(s.Compromised(), "body") {
+		t.Fatalf("the body's fake was not caught: %v", err)
+	}
+	if bytes.Contains(got, []byte(testFake[:10])) {
+		t.Fatal("part of the fake was passed on before it was caught")
+	}
+	// In scope, a body passes whole.
+	s.ClearCompromise()
+	r = httptest.NewRequest("POST", "https://api.github.com/x", strings.NewReader(body))
+	s.Inject(context.Background(), r, Destination{Host: "api.github.com", TLS: true})
+	if got, err := io.ReadAll(r.Body); err != nil || string(got) != body {
+		t.Fatalf("an in-scope body changed: %v", err)
+	}
+}
+
+func TestAskBeforeUse(t *testing.T) {
+	for _, allow := range []bool{true, false} {
+		s := testSwapper(&eventList{}, approver{allow})
+		s.creds[0].AskBeforeUse = true
+		r := httptest.NewRequest("GET", "https://api.github.com/user", nil)
+		r.Header.Set("Authorization", "token "+testFake)
+		_, blk, _ := s.Inject(context.Background(), r, Destination{Host: "api.github.com", TLS: true})
+		if allow != (blk == nil) {
+			t.Fatalf("allow=%v: %+v", allow, blk)
+		}
+		if !allow && strings.Contains(r.Header.Get("Authorization"), testReal) {
+			t.Fatal("the real secret was put in a refused request")
+		}
+	}
+}
+
+// TestReflectedSecretIsScrubbed: a server that echoes the real secret
+// back (in a header and in the body, split across reads) sends the VM the
+// fake instead.
+func TestReflectedSecretIsScrubbed(t *testing.T) {
+	s := testSwapper(&eventList{}, nil)
+	r := httptest.NewRequest("GET", "https://api.github.com/echo", nil)
+	r.Header.Set("Authorization", "token "+testFake)
+	scrub, _, _ := s.Inject(context.Background(), r, Destination{Host: "api.github.com", TLS: true})
+	if scrub == nil {
+		t.Fatal("no scrub for a request that carried a real secret")
+	}
+	body := strings.Repeat("y", 40000) + "you sent " + testReal + " and " + testReal
+	resp := &http.Response{Header: http.Header{"X-Echo": {testReal}}, Body: io.NopCloser(iotest.OneByteReader(strings.NewReader(body)))}
+	scrub.Response(resp)
+	got, _ := io.ReadAll(resp.Body)
+	if bytes.Contains(got, []byte(testReal)) || resp.Header.Get("X-Echo") != testFake {
+		t.Fatal("the real secret reached the VM")
+	}
+	if want := strings.ReplaceAll(body, testReal, testFake); string(got) != want {
+		t.Fatal("the body was damaged")
+	}
+}
