@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"guard/audit"
 )
@@ -46,9 +48,13 @@ type UseApprover interface {
 // and marks the workspace compromised until a person clears it; and it
 // turns real secrets that a server reflects back into their fakes.
 type Swapper struct {
-	creds   []*Credential
-	tags    []string
-	maxLen  int
+	creds  []*Credential
+	tags   []string
+	maxLen int
+	// shapes group the fakes by where their tag sits and how long they
+	// are, so that a tag found in text is checked with one map lookup per
+	// shape rather than against every fake.
+	shapes  map[string][]fakeShape
 	events  EventSink
 	approve UseApprover
 
@@ -58,11 +64,34 @@ type Swapper struct {
 // NewSwapper builds the hook. tags are the install's fake markers: every
 // fake contains one, so one substring search per tag finds them all.
 func NewSwapper(creds []*Credential, tags []string, events EventSink, approve UseApprover) *Swapper {
-	s := &Swapper{creds: creds, tags: tags, events: events, approve: approve}
+	s := &Swapper{creds: creds, tags: tags, events: events, approve: approve, shapes: map[string][]fakeShape{}}
 	for _, c := range creds {
 		s.maxLen = max(s.maxLen, len(c.Fake), len(c.FakeKeyID))
+		for _, f := range []string{c.Fake, c.FakeKeyID} {
+			for _, tag := range tags {
+				off := strings.Index(f, tag)
+				if f == "" || off < 0 {
+					continue
+				}
+				shapes := s.shapes[tag]
+				i := slices.IndexFunc(shapes, func(sh fakeShape) bool { return sh.offset == off && sh.length == len(f) })
+				if i < 0 {
+					shapes = append(shapes, fakeShape{offset: off, length: len(f), fakes: map[string]*Credential{}})
+					i = len(shapes) - 1
+				}
+				shapes[i].fakes[f] = c
+				s.shapes[tag] = shapes
+			}
+		}
 	}
 	return s
+}
+
+// fakeShape is the fakes whose tag sits at offset and whose length is
+// length.
+type fakeShape struct {
+	offset, length int
+	fakes          map[string]*Credential
 }
 
 // Compromised says why the workspace is compromised, or "".
@@ -82,26 +111,38 @@ type fakeHit struct {
 	fake string
 }
 
-// find reports the fakes in text: each tag occurrence is checked against
-// the fakes that carry that tag.
+// find reports the fakes in text: each occurrence of a tag is looked up
+// in the fakes of each shape that carries it.
 func (s *Swapper) find(text string) []fakeHit {
+	return s.findIn(text, func(text string, tag string, from int) int {
+		if i := strings.Index(text[from:], tag); i >= 0 {
+			return from + i
+		}
+		return -1
+	})
+}
+
+// findBytes is find on bytes, without copying them.
+func (s *Swapper) findBytes(b []byte) []fakeHit {
+	text := unsafe.String(unsafe.SliceData(b), len(b))
+	return s.find(text)
+}
+
+func (s *Swapper) findIn(text string, index func(text, tag string, from int) int) []fakeHit {
 	var hits []fakeHit
 	for _, tag := range s.tags {
 		for from := 0; ; {
-			i := strings.Index(text[from:], tag)
-			if i < 0 {
+			at := index(text, tag, from)
+			if at < 0 {
 				break
 			}
-			at := from + i
-			for _, c := range s.creds {
-				for _, f := range []string{c.Fake, c.FakeKeyID} {
-					off := strings.Index(f, tag)
-					if f == "" || off < 0 || at-off < 0 || at-off+len(f) > len(text) {
-						continue
-					}
-					if text[at-off:at-off+len(f)] == f {
-						hits = append(hits, fakeHit{cred: c, fake: f})
-					}
+			for _, sh := range s.shapes[tag] {
+				start := at - sh.offset
+				if start < 0 || start+sh.length > len(text) {
+					continue
+				}
+				if c, ok := sh.fakes[text[start:start+sh.length]]; ok {
+					hits = append(hits, fakeHit{cred: c, fake: text[start : start+sh.length]})
 				}
 			}
 			from = at + 1
@@ -242,6 +283,7 @@ type fakeScanner struct {
 	ctx     context.Context
 	host    string
 	r       io.ReadCloser
+	buf     []byte
 	pending []byte // read, scanned, not yet passed on
 	out     []byte // ready to pass on
 	eof     bool
@@ -260,15 +302,19 @@ func (f *fakeScanner) Read(p []byte) (int, error) {
 			f.out, f.pending = f.pending, nil
 			break
 		}
-		buf := make([]byte, 32<<10)
-		n, err := f.r.Read(buf)
-		f.pending = append(f.pending, buf[:n]...)
+		if f.buf == nil {
+			f.buf = make([]byte, 64<<10)
+		}
+		n, err := f.r.Read(f.buf)
+		f.pending = append(f.pending, f.buf[:n]...)
 		if err == io.EOF {
 			f.eof = true
 		} else if err != nil {
 			f.err = err
 		}
-		for _, h := range f.s.find(string(f.pending)) {
+		// The held-back tail was scanned already, but a fake may start in
+		// it and end in the new bytes: scan both.
+		for _, h := range f.s.findBytes(f.pending) {
 			if !inScope(h.cred, f.host) {
 				f.s.compromise(f.ctx, h.cred, f.host, "body")
 				f.err, f.pending = errCompromise, nil

@@ -45,7 +45,9 @@ func (e *eventList) types() string {
 
 type approver struct{ allow bool }
 
-func (a approver) ApproveUse(context.Context, *Credential, string) (bool, string) { return a.allow, "test" }
+func (a approver) ApproveUse(context.Context, *Credential, string) (bool, string) {
+	return a.allow, "test"
+}
 
 func testSwapper(events EventSink, approve UseApprover) *Swapper {
 	return NewSwapper([]*Credential{{ID: "gh", Title: "GitHub", Service: "github", Hosts: []string{"github.com"},
@@ -190,4 +192,34 @@ func TestReflectedSecretIsScrubbed(t *testing.T) {
 	if want := strings.ReplaceAll(body, testReal, testFake); string(got) != want {
 		t.Fatal("the body was damaged")
 	}
+}
+
+// FuzzFakeScanner streams arbitrary bodies, read in arbitrary pieces, with
+// or without a fake inside: a fake out of scope is always caught before
+// any of it passes, and a body without one passes whole.
+func FuzzFakeScanner(f *testing.F) {
+	f.Add([]byte("hello"), uint16(3), true, uint8(1))
+	f.Add(bytes.Repeat([]byte("a"), 5000), uint16(4000), false, uint8(7))
+	f.Fuzz(func(t *testing.T, body []byte, at uint16, withFake bool, chunk uint8) {
+		s := testSwapper(discardEvents{}, nil)
+		if withFake {
+			pos := int(at) % (len(body) + 1)
+			body = append(append(append([]byte{}, body[:pos]...), testFake...), body[pos:]...)
+		}
+		var r io.Reader = bytes.NewReader(body)
+		if chunk%2 == 1 {
+			r = iotest.OneByteReader(r)
+		}
+		sc := &fakeScanner{s: s, ctx: context.Background(), host: "example.com", r: io.NopCloser(r)}
+		got, err := io.ReadAll(sc)
+		has := bytes.Contains(body, []byte(testFake))
+		switch {
+		case has && err == nil:
+			t.Fatal("a fake passed")
+		case has && bytes.Contains(got, []byte(testFake[:len(testFake)-1])):
+			t.Fatal("most of a fake passed before it was caught")
+		case !has && (err != nil || !bytes.Equal(got, body)):
+			t.Fatalf("a clean body was changed or stopped: %v", err)
+		}
+	})
 }
