@@ -32,6 +32,8 @@ type Credential struct {
 	Fake, FakeKeyID    string
 	// Real returns the real secret, or why it is unavailable.
 	Real func() (string, error)
+	// RealKeyID is the real AWS access key id.
+	RealKeyID func() string
 }
 
 // UseApprover asks a person before a credential marked askBeforeUse is
@@ -190,6 +192,12 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 		if !inScope(h.cred, dst.Host) {
 			return nil, s.compromise(ctx, h.cred, dst.Host, "URL"), nil
 		}
+		if h.fake == h.cred.FakeKeyID {
+			// A presigned URL names its key in the query; guard does not
+			// re-sign those (the signature covers an expiry the client
+			// chose), so they are refused, in scope or not.
+			return nil, refuse("a URL presigned with the fake AWS key " + h.fake + " cannot be re-signed; presign it on the host with the real key"), nil
+		}
 	}
 	type swap struct {
 		name string
@@ -198,6 +206,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	}
 	var swaps []swap
 	used := map[*Credential]string{}
+	var awsCred *Credential
 	for name, values := range r.Header {
 		for i, v := range values {
 			text, basic := v, false
@@ -214,8 +223,14 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 				if !inScope(h.cred, dst.Host) {
 					return nil, s.compromise(ctx, h.cred, dst.Host, name+" header"), nil
 				}
-				if !dst.TLS || !carries(h.cred, name) || h.fake != h.cred.Fake {
-					continue // never in clear text, only in its headers; AWS keys are re-signed, not swapped
+				if !dst.TLS || !carries(h.cred, name) {
+					continue // never in clear text, only in its headers
+				}
+				if h.fake == h.cred.FakeKeyID {
+					if strings.EqualFold(name, "Authorization") {
+						awsCred = h.cred // re-signed below, not swapped
+					}
+					continue
 				}
 				real, err := h.cred.Real()
 				if err != nil {
@@ -242,6 +257,18 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 			}
 		}
 	}
+	if awsCred != nil {
+		if awsCred.AskBeforeUse && s.approve != nil {
+			if ok, why := s.approve.ApproveUse(ctx, awsCred, r.Method+" "+dst.Host+r.URL.Path); !ok {
+				return nil, refuse("use of credential " + awsCred.ID + " was not allowed (" + why + ")"), nil
+			}
+		}
+		if err := resignAWS(ctx, r, awsCred); err != nil {
+			return nil, refuse("AWS request with credential " + awsCred.ID + " refused: " + err.Error()), nil
+		}
+		real, _ := awsCred.Real()
+		used[awsCred] = real
+	}
 	for _, sw := range swaps {
 		r.Header[sw.name][sw.i] = sw.val
 	}
@@ -257,8 +284,17 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	sc := &Scrub{}
 	for c, real := range used {
 		sc.pairs = append(sc.pairs, real, c.Fake)
+		if c.RealKeyID != nil && c.RealKeyID() != "" {
+			sc.pairs = append(sc.pairs, c.RealKeyID(), c.FakeKeyID)
+		}
 	}
 	return sc, nil, nil
+}
+
+// refuse is a 403 for a request the credential hook will not send.
+func refuse(message string) *Block {
+	return &Block{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: []byte(fmt.Sprintf(`{"message":%q}`+"\n", message+"; blocked by guardrails")), Reason: message}
 }
 
 // carries says a header is one the credential goes in.

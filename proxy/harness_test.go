@@ -101,6 +101,7 @@ type rigOptions struct {
 	noMitm      []string
 	upstreamCAs *x509.CertPool
 	headerWait  time.Duration
+	credentials Credentials
 }
 
 func startRig(t testing.TB, o rigOptions) *rig {
@@ -118,7 +119,7 @@ func startRig(t testing.TB, o rigOptions) *rig {
 	cfg := Config{
 		CA: ca, Policy: firewall.NewActive(firewall.Compile(pol)), Events: ev,
 		UpstreamRoots: o.upstreamCAs, StaticHosts: o.hosts, NoMitm: o.noMitm,
-		Logger: testLogger(), ReadHeaderTimeout: o.headerWait,
+		Logger: testLogger(), ReadHeaderTimeout: o.headerWait, Credentials: o.credentials,
 	}
 	if o.names != nil {
 		cfg.Snoop = o.names
