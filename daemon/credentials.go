@@ -14,8 +14,12 @@ import (
 func proxyCredentials(s *workspace.Store) []*proxy.Credential {
 	var out []*proxy.Credential
 	for _, c := range s.Credentials() {
-		out = append(out, &proxy.Credential{ID: c.ID, Title: c.Title, Service: c.Service, Hosts: c.Hosts, Headers: c.Headers,
-			AskBeforeUse: c.AskBeforeUse, Fake: c.Fake, FakeKeyID: c.FakeKeyID, Real: c.Real, RealKeyID: c.RealKeyID})
+		pc := &proxy.Credential{ID: c.ID, Title: c.Title, Service: c.Service, Hosts: c.Hosts, Headers: c.Headers,
+			AskBeforeUse: c.AskBeforeUse, Fake: c.Fake, FakeKeyID: c.FakeKeyID, Real: c.Real, RealKeyID: c.RealKeyID}
+		if c.IsClientCert() {
+			pc.ClientCert = c.ClientCert
+		}
+		out = append(out, pc)
 	}
 	return out
 }

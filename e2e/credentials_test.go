@@ -2,16 +2,24 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"guard/internal/testpki"
 )
@@ -157,5 +165,96 @@ func TestCredentialsAtTheWire(t *testing.T) {
 	ev, _ := g.ctl(t, "events", "--json")
 	if strings.Contains(ev, canary) || !strings.Contains(ev, `"type":"credential.use"`) || !strings.Contains(ev, `"type":"credential.compromise"`) {
 		t.Fatalf("events: %s", ev)
+	}
+}
+
+// clientCertPEM makes a CA and a client certificate for name signed by it:
+// the CA pool for the server, and the certificate with its key as PEM.
+func clientCertPEM(t *testing.T, name string) (*x509.CertPool, string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test client CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return pool, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})) + string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+}
+
+// TestKubectlWithAClientCertificate: the VM's kubeconfig holds a fake
+// token; guard drops it and presents the real client certificate to an
+// API server that requires one.
+func TestKubectlWithAClientCertificate(t *testing.T) {
+	pki := testpki.New(t)
+	clientCAs, clientPEM := clientCertPEM(t, "agent-admin")
+	var sawAuth, sawCert string
+	var mu sync.Mutex
+	ln, err := net.Listen("tcp", "127.0.0.33:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sawAuth = r.Header.Get("Authorization")
+		if len(r.TLS.PeerCertificates) > 0 {
+			sawCert = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		mu.Unlock()
+		kubeStub().ServeHTTP(w, r)
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "kube.cert.test")},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCAs}}
+	go srv.ServeTLS(ln, "", "")
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	dir := shortDir(t)
+	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
+	writeFile(t, dir, "client.pem", clientPEM)
+	prof := writeFile(t, dir, "profile.json", `{"name":"kcert",
+	  "credentials":[{"id":"kube","title":"Cluster","service":"kubernetes","hosts":["kube.cert.test"],"secret":{"file":"client.pem"}}],
+	  "egress":{"rules":"allow web kube.cert.test\ndefault deny\n","upstreamCAs":["upstream-ca.pem"]},
+	  "dns":{"hosts":{"kube.cert.test":"127.0.0.33"}}}`)
+	proxyAddr := freeLoopbackAddr(t)
+	g := startGuardd(t, "--profile", prof, "--proxy-listen", proxyAddr)
+	caPEM, _ := g.ctl(t, "ca", "export")
+	caFile := writeFile(t, dir, "guard-ca.pem", caPEM)
+	out, _ := g.ctl(t, "credentials", "list", "--json")
+	var creds []struct{ Fake string }
+	if json.Unmarshal([]byte(out), &creds) != nil || len(creds) != 1 || strings.Contains(out, "PRIVATE KEY") {
+		t.Fatalf("credentials list: %s", out)
+	}
+	kubeconfig := writeFile(t, dir, "kubeconfig", fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://kube.cert.test:%d", certificate-authority: %s, proxy-url: "http://%s"}
+users:
+- name: u
+  user: {token: %s}
+contexts:
+- name: c
+  context: {cluster: c, user: u, namespace: default}
+current-context: c
+`, port, caFile, proxyAddr, creds[0].Fake))
+	cmd := exec.Command("kubectl", "get", "pods")
+	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/local/bin", "HOME=" + dir, "KUBECONFIG=" + kubeconfig}
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get pods: %v\n%s", err, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sawCert != "agent-admin" || sawAuth != "" {
+		t.Fatalf("the API server saw certificate %q and Authorization %q", sawCert, sawAuth)
+	}
+	if strings.Contains(string(b), "PRIVATE KEY") {
+		t.Fatal("the key reached the client")
 	}
 }

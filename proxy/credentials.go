@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ type Credential struct {
 	Real func() (string, error)
 	// RealKeyID is the real AWS access key id.
 	RealKeyID func() string
+	// ClientCert is the real client certificate, when the credential is
+	// one (a kubeconfig's client-certificate); nil otherwise.
+	ClientCert func() (*tls.Certificate, error)
 }
 
 // UseApprover asks a person before a credential marked askBeforeUse is
@@ -181,7 +185,7 @@ func compromiseBlock(reason string) *Block {
 
 // Inject checks and rewrites a request about to go upstream; scrub, when
 // not nil, is applied to its response.
-func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) (*Scrub, *Block, error) {
+func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) (*Injection, *Block, error) {
 	if reason := s.Compromised(); reason != "" {
 		return nil, compromiseBlock("the workspace is compromised (" + reason + ")"), nil
 	}
@@ -206,7 +210,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	}
 	var swaps []swap
 	used := map[*Credential]string{}
-	var awsCred *Credential
+	var awsCred, certCred *Credential
 	for name, values := range r.Header {
 		for i, v := range values {
 			text, basic := v, false
@@ -230,6 +234,10 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 					if strings.EqualFold(name, "Authorization") {
 						awsCred = h.cred // re-signed below, not swapped
 					}
+					continue
+				}
+				if h.cred.ClientCert != nil && strings.EqualFold(name, "Authorization") {
+					certCred = h.cred // the fake bearer goes; the certificate speaks
 					continue
 				}
 				real, err := h.cred.Real()
@@ -269,6 +277,20 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 		real, _ := awsCred.Real()
 		used[awsCred] = real
 	}
+	var cert *tls.Certificate
+	if certCred != nil {
+		if certCred.AskBeforeUse && s.approve != nil {
+			if ok, why := s.approve.ApproveUse(ctx, certCred, r.Method+" "+dst.Host+r.URL.Path); !ok {
+				return nil, refuse("use of credential " + certCred.ID + " was not allowed (" + why + ")"), nil
+			}
+		}
+		var err error
+		if cert, err = certCred.ClientCert(); err != nil {
+			return nil, refuse("credential " + certCred.ID + " is not available (" + err.Error() + ")"), nil
+		}
+		r.Header.Del("Authorization")
+		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: certCred.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
+	}
 	for _, sw := range swaps {
 		r.Header[sw.name][sw.i] = sw.val
 	}
@@ -278,10 +300,10 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body}
 	}
-	if len(used) == 0 {
+	if len(used) == 0 && cert == nil {
 		return nil, nil, nil
 	}
-	sc := &Scrub{}
+	sc := &Injection{ClientCert: cert}
 	for c, real := range used {
 		sc.pairs = append(sc.pairs, real, c.Fake)
 		if c.RealKeyID != nil && c.RealKeyID() != "" {
@@ -369,21 +391,29 @@ func (f *fakeScanner) Read(p []byte) (int, error) {
 
 func (f *fakeScanner) Close() error { return f.r.Close() }
 
-// Scrub turns real secrets a server reflects back into their fakes, in the
-// response's headers and body, before the VM sees them.
-type Scrub struct {
+// Injection is what a request's credentials need after the hook: the
+// client certificate to present upstream, and the real secrets to turn
+// back into their fakes if the server reflects them (in the response's
+// headers and body) before the VM sees them.
+type Injection struct {
+	// ClientCert is presented on the upstream TLS connection.
+	ClientCert *tls.Certificate
+
 	pairs []string // real, fake, ...
 	once  sync.Once
 	rep   *strings.Replacer
 }
 
-func (sc *Scrub) replacer() *strings.Replacer {
+func (sc *Injection) replacer() *strings.Replacer {
 	sc.once.Do(func() { sc.rep = strings.NewReplacer(sc.pairs...) })
 	return sc.rep
 }
 
 // Response scrubs resp in place.
-func (sc *Scrub) Response(resp *http.Response) {
+func (sc *Injection) Response(resp *http.Response) {
+	if len(sc.pairs) == 0 {
+		return
+	}
 	rep := sc.replacer()
 	for name, values := range resp.Header {
 		for i, v := range values {

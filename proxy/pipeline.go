@@ -25,10 +25,10 @@ type Guardrails interface {
 }
 
 // Credentials is the credential hook (*Swapper): it may rewrite a request
-// that is about to go upstream, or refuse it with a Block; a Scrub it
+// that is about to go upstream, or refuse it with a Block; a Injection it
 // returns is applied to the response.
 type Credentials interface {
-	Inject(ctx context.Context, r *http.Request, dst Destination) (*Scrub, *Block, error)
+	Inject(ctx context.Context, r *http.Request, dst Destination) (*Injection, *Block, error)
 }
 
 // Block is a refusal with a body that fits the service's protocol.
@@ -64,7 +64,7 @@ func (allowAll) Check(context.Context, *http.Request) (*Block, error) { return n
 
 type injectNothing struct{}
 
-func (injectNothing) Inject(context.Context, *http.Request, Destination) (*Scrub, *Block, error) {
+func (injectNothing) Inject(context.Context, *http.Request, Destination) (*Injection, *Block, error) {
 	return nil, nil, nil
 }
 
@@ -265,7 +265,7 @@ type target struct {
 	tls   bool
 	ci    *connInfo
 	body  *bodyReader
-	scrub *Scrub // reals injected into this request, to scrub from its response
+	scrub *Injection // reals injected into this request, to scrub from its response
 }
 
 type targetKey struct{}

@@ -72,12 +72,36 @@ type upstreamPools struct {
 	mu     sync.Mutex
 	byDst  map[netip.Addr]*http.Transport
 	shared *http.Transport
+	// byCert keeps connections that present a client certificate apart,
+	// per destination: they carry that credential's identity.
+	byCert map[certPool]*http.Transport
 	make   func() *http.Transport
+}
+
+type certPool struct {
+	dst  netip.Addr
+	cert *tls.Certificate
 }
 
 func (u *upstreamPools) get(t target) *http.Transport {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if t.scrub != nil && t.scrub.ClientCert != nil {
+		key := certPool{cert: t.scrub.ClientCert}
+		if t.ci != nil && t.ci.transparent {
+			key.dst = t.ci.dst
+		}
+		if tr, ok := u.byCert[key]; ok {
+			return tr
+		}
+		if u.byCert == nil || len(u.byCert) >= maxPools {
+			u.byCert = map[certPool]*http.Transport{}
+		}
+		tr := u.make()
+		tr.TLSClientConfig.Certificates = []tls.Certificate{*t.scrub.ClientCert}
+		u.byCert[key] = tr
+		return tr
+	}
 	if t.ci == nil || !t.ci.transparent || !t.ci.dst.IsValid() {
 		if u.shared == nil {
 			u.shared = u.make()
@@ -109,7 +133,10 @@ func (u *upstreamPools) reset() {
 	if u.shared != nil {
 		old = append(old, u.shared)
 	}
-	u.byDst, u.shared = map[netip.Addr]*http.Transport{}, nil
+	for _, tr := range u.byCert {
+		old = append(old, tr)
+	}
+	u.byDst, u.shared, u.byCert = map[netip.Addr]*http.Transport{}, nil, nil
 	u.mu.Unlock()
 	for _, tr := range old {
 		tr.CloseIdleConnections()

@@ -6,6 +6,7 @@ import (
 	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/big"
@@ -50,7 +51,29 @@ type StoredCredential struct {
 	mu      sync.RWMutex
 	real    string // for AWS the secret access key; RealKeyID the key id
 	realKey string
+	cert    *tls.Certificate // when the secret is a PEM certificate and key
 	err     error
+}
+
+// IsClientCert says the credential's secret is a client certificate (with
+// its key, PEM): the proxy presents it upstream instead of a header.
+func (c *StoredCredential) IsClientCert() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.cert != nil
+}
+
+// ClientCert returns the client certificate, or why there is none.
+func (c *StoredCredential) ClientCert() (*tls.Certificate, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.cert == nil {
+		return nil, fmt.Errorf("credential %q is not a client certificate", c.ID)
+	}
+	return c.cert, nil
 }
 
 // Real returns the real secret, or why it is not available.
@@ -126,13 +149,24 @@ func (c *StoredCredential) load(ctx context.Context) {
 			err = errors.New("an aws secret must be ACCESS_KEY_ID:SECRET_ACCESS_KEY")
 		}
 	}
+	var cert *tls.Certificate
+	if err == nil && strings.Contains(v, "-----BEGIN CERTIFICATE-----") {
+		// A client certificate and its key, PEM, as a kubeconfig's
+		// client-certificate-data and client-key-data decode to.
+		pair, perr := tls.X509KeyPair([]byte(v), []byte(v))
+		if perr != nil {
+			err = fmt.Errorf("a PEM secret that is not a certificate with its key: %w", perr)
+		} else {
+			cert = &pair
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		c.err = fmt.Errorf("credential %q: %w", c.ID, err)
 		return
 	}
-	c.real, c.realKey, c.err = v, key, nil
+	c.real, c.realKey, c.cert, c.err = v, key, cert, nil
 }
 
 func (c *StoredCredential) read(ctx context.Context) (string, error) {
