@@ -15,12 +15,16 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"guard/internal/testaws"
 	"guard/internal/testpki"
 )
 
@@ -256,5 +260,54 @@ current-context: c
 	}
 	if strings.Contains(string(b), "PRIVATE KEY") {
 		t.Fatal("the key reached the client")
+	}
+}
+
+// TestAWSCLIWithFakeKeys: the aws CLI, given only the fake key, lists
+// tables at an endpoint that takes only the real key; the key the
+// endpoint echoes back reaches the client as the fake.
+func TestAWSCLIWithFakeKeys(t *testing.T) {
+	real := aws.Credentials{AccessKeyID: "AKIAREALKEYE2E00001X", SecretAccessKey: "e2eRealSecretE2eRealSecretE2eRealSecret0"}
+	pki := testpki.New(t)
+	stub := &testaws.Stub{Real: real}
+	ln, err := net.Listen("tcp", "127.0.0.34:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: stub, TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "dynamodb.us-east-1.amazonaws.com")}}}
+	go srv.ServeTLS(ln, "", "")
+	defer srv.Close()
+	dir := shortDir(t)
+	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
+	prof := writeFile(t, dir, "profile.json", `{"name":"awscli",
+	  "credentials":[{"id":"aws","title":"AWS","service":"aws","hosts":["amazonaws.com"],"secret":{"value":"`+real.AccessKeyID+":"+real.SecretAccessKey+`"}}],
+	  "egress":{"rules":"allow web dynamodb.us-east-1.amazonaws.com\ndefault deny\n","upstreamCAs":["upstream-ca.pem"]},
+	  "dns":{"hosts":{"dynamodb.us-east-1.amazonaws.com":"127.0.0.34"}}}`)
+	proxyAddr := freeLoopbackAddr(t)
+	g := startGuardd(t, "--profile", prof, "--proxy-listen", proxyAddr)
+	caPEM, _ := g.ctl(t, "ca", "export")
+	caFile := writeFile(t, dir, "guard-ca.pem", caPEM)
+	out, _ := g.ctl(t, "credentials", "list", "--json")
+	var creds []struct{ Fake, FakeKeyID string }
+	if json.Unmarshal([]byte(out), &creds) != nil || len(creds) != 1 || creds[0].FakeKeyID == "" || strings.Contains(out, real.SecretAccessKey) {
+		t.Fatalf("credentials list: %s", out)
+	}
+	cmd := exec.Command("aws", "dynamodb", "list-tables", "--output", "json",
+		fmt.Sprintf("--endpoint-url=https://dynamodb.us-east-1.amazonaws.com:%d", ln.Addr().(*net.TCPAddr).Port))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "HTTPS_PROXY=http://" + proxyAddr, "AWS_CA_BUNDLE=" + caFile,
+		"AWS_ACCESS_KEY_ID=" + creds[0].FakeKeyID, "AWS_SECRET_ACCESS_KEY=" + creds[0].Fake, "AWS_DEFAULT_REGION=us-east-1",
+		"AWS_MAX_ATTEMPTS=1", "AWS_PAGER="}
+	b, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "orders") {
+		t.Fatalf("aws dynamodb list-tables: %v\n%s", err, b)
+	}
+	if strings.Contains(string(b), real.AccessKeyID) || !strings.Contains(string(b), creds[0].FakeKeyID) {
+		t.Fatalf("the echoed key was not turned back into the fake:\n%s", b)
+	}
+	// Signed with another secret: refused by guard, not by AWS.
+	wrong := exec.Command(cmd.Args[0], cmd.Args[1:]...)
+	wrong.Env = append(cmd.Env, "AWS_SECRET_ACCESS_KEY=notTheFakeNotTheFakeNotTheFakeNotTheFake")
+	if b, err := wrong.CombinedOutput(); err == nil || !strings.Contains(string(b), "fake secret") {
+		t.Fatalf("a request signed with another secret: %v\n%s", err, b)
 	}
 }
