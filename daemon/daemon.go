@@ -171,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 		}
 	}
 	d.swapper = proxy.NewSwapper(proxyCredentials(d.store), d.store.Tags, d.events, useApprover{d})
+	d.swapper.BlockUntracked = prof.Egress.UntrackedSecrets == "block"
 
 	m, err := compile(prof, prof.Policy)
 	if err != nil {

@@ -65,12 +65,18 @@ type Swapper struct {
 	approve UseApprover
 
 	compromised atomic.Pointer[string]
+
+	// BlockUntracked refuses (451) requests that carry a real-looking
+	// secret guard did not issue; otherwise they are only flagged.
+	BlockUntracked bool
 }
 
 // NewSwapper builds the hook. tags are the install's fake markers: every
 // fake contains one, so one substring search per tag finds them all.
 func NewSwapper(creds []*Credential, tags []string, events EventSink, approve UseApprover) *Swapper {
-	s := &Swapper{creds: creds, tags: tags, events: events, approve: approve, shapes: map[string][]fakeShape{}}
+	// The body scanner holds back enough to see a fake, or the head of a
+	// real-looking secret, split across reads.
+	s := &Swapper{creds: creds, tags: tags, events: events, approve: approve, shapes: map[string][]fakeShape{}, maxLen: 96}
 	for _, c := range creds {
 		s.maxLen = max(s.maxLen, len(c.Fake), len(c.FakeKeyID))
 		for _, f := range []string{c.Fake, c.FakeKeyID} {
@@ -188,6 +194,29 @@ func compromiseBlock(reason string) *Block {
 func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) (*Injection, *Block, error) {
 	if reason := s.Compromised(); reason != "" {
 		return nil, compromiseBlock("the workspace is compromised (" + reason + ")"), nil
+	}
+	if kind := s.untracked([]byte(r.URL.RequestURI())); kind != "" {
+		if blk := s.flagUntracked(ctx, kind, dst.Host, "URL"); blk != nil {
+			return nil, blk, nil
+		}
+	}
+	for name, values := range r.Header {
+		for _, v := range values {
+			text := v
+			if scheme, rest, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") {
+				if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
+					text = string(dec)
+				}
+			}
+			if kind := s.untracked([]byte(text)); kind != "" {
+				if blk := s.flagUntracked(ctx, kind, dst.Host, name+" header"); blk != nil {
+					return nil, blk, nil
+				}
+			}
+		}
+	}
+	if r.Body != nil && r.Body != http.NoBody && len(s.creds) == 0 {
+		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body}
 	}
 	if len(s.creds) == 0 {
 		return nil, nil, nil
@@ -342,6 +371,7 @@ type fakeScanner struct {
 	host    string
 	r       io.ReadCloser
 	buf     []byte
+	flagged bool   // an untracked secret was flagged already
 	pending []byte // read, scanned, not yet passed on
 	out     []byte // ready to pass on
 	eof     bool
@@ -377,6 +407,15 @@ func (f *fakeScanner) Read(p []byte) (int, error) {
 				f.s.compromise(f.ctx, h.cred, f.host, "body")
 				f.err, f.pending = errCompromise, nil
 				return 0, f.err
+			}
+		}
+		if !f.flagged {
+			if kind := f.s.untracked(f.pending); kind != "" {
+				f.flagged = true
+				if f.s.flagUntracked(f.ctx, kind, f.host, "body") != nil {
+					f.err, f.pending = errCompromise, nil
+					return 0, f.err
+				}
 			}
 		}
 		if keep := f.s.maxLen - 1; !f.eof && len(f.pending) > keep {

@@ -223,3 +223,40 @@ func FuzzFakeScanner(f *testing.F) {
 		}
 	})
 }
+
+// TestUntrackedSecretsAreFlagged: a real-looking secret guard did not
+// issue (so the VM holds a real one) is an event, and with block a 451;
+// guard's own fakes are not mistaken for one.
+func TestUntrackedSecretsAreFlagged(t *testing.T) {
+	pemKey := "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+	for _, tc := range []struct {
+		name, header, value, body string
+		flagged                   bool
+	}{
+		{"AWS key in a header", "X-Key", "AKIAIOSFODNN7EXAMPLE", "", true},
+		{"GitHub token in basic auth", "Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("x:ghp_"+strings.Repeat("Z", 36))), "", true},
+		{"private key in a body", "", "", strings.Repeat("a", 70000) + pemKey, true},
+		{"our own fake", "Authorization", "token " + testFake, "", false},
+		{"a word that starts like a key", "X-Note", "AKIAL is not a key", "", false},
+	} {
+		for _, block := range []bool{false, true} {
+			events := &eventList{}
+			s := testSwapper(events, nil)
+			s.BlockUntracked = block
+			r := httptest.NewRequest("POST", "https://github.com/x", io.NopCloser(iotest.OneByteReader(strings.NewReader(tc.body))))
+			if tc.header != "" {
+				r.Header.Set(tc.header, tc.value)
+			}
+			_, blk, _ := s.Inject(context.Background(), r, Destination{Host: "github.com", TLS: true})
+			_, err := io.ReadAll(r.Body)
+			refused := blk != nil || err != nil
+			flagged := strings.Contains(events.types(), audit.TypeCompromise)
+			if flagged != tc.flagged || refused != (tc.flagged && block) {
+				t.Errorf("%s (block=%v): flagged=%v refused=%v", tc.name, block, flagged, refused)
+			}
+			if s.Compromised() != "" {
+				t.Errorf("%s: an untracked secret marked the workspace compromised", tc.name)
+			}
+		}
+	}
+}

@@ -107,6 +107,10 @@ type Egress struct {
 	TransparentInterception *bool    `json:"transparentInterception"`
 	NoMitmDomains           []string `json:"noMitmDomains"`
 	UpstreamCAs             []string `json:"upstreamCAs"`
+	// UntrackedSecrets is what a real-looking secret guard did not issue
+	// (an AKIA key, a ghp_ token, a private key) on the wire does: "flag"
+	// (the default: an event) or "block" (451).
+	UntrackedSecrets string `json:"untrackedSecrets,omitempty"`
 }
 
 // Intercepts reports whether transparent interception is on.
@@ -367,6 +371,9 @@ func (p *Profile) validate() []*FieldError {
 	}
 
 	errs = append(errs, p.validateEgress()...)
+	if u := p.Egress.UntrackedSecrets; u != "" && u != "flag" && u != "block" {
+		bad("egress.untrackedSecrets", "%q: want flag or block", u)
+	}
 
 	if li := p.LocalInference; li != nil {
 		if li.Host == "" {
