@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -64,6 +65,9 @@ func (x *tmux) waitFor(want string) string {
 
 func (x *tmux) keys(keys ...string) { x.run(append([]string{"send-keys", "-t", x.name}, keys...)...) }
 
+// consentCanary is the credential's real value in the consent test.
+const consentCanary = "ghp_CONSENTcanaryCONSENTcanaryCONSENT1"
+
 // TestConsentAtTheWire: a write to GitHub under promptOnWrite waits at the
 // proxy while guardctl prompt, in a real tmux pane, shows the question; the
 // key pressed decides whether the request completes or gets its 403.
@@ -75,6 +79,10 @@ func TestConsentAtTheWire(t *testing.T) {
 	}
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		if r.Header.Get("Authorization") == "token "+consentCanary {
+			fmt.Fprintf(w, "github did %s %s with the real token", r.Method, r.URL.Path)
+			return
+		}
 		fmt.Fprintf(w, "github did %s %s", r.Method, r.URL.Path)
 	}))
 	up.Listener.Close()
@@ -87,6 +95,8 @@ func TestConsentAtTheWire(t *testing.T) {
 	dir := shortDir(t)
 	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
 	prof := writeFile(t, dir, "profile.json", `{"name":"consent-e2e",
+	  "credentials":[{"id":"gh","title":"GitHub","service":"github","hosts":["github.com"],"askBeforeUse":true,
+	    "secret":{"value":"`+consentCanary+`"}}],
 	  "guardrails":{"github":"promptOnWrite"},
 	  "egress":{"rules":"allow web api.github.com\ndefault deny\n","upstreamCAs":["upstream-ca.pem"]},
 	  "dns":{"hosts":{"api.github.com":"127.0.0.3"}},
@@ -196,6 +206,26 @@ func TestConsentAtTheWire(t *testing.T) {
 	if out, code := g.ctl(t, "approvals", "revoke", id); code != 0 {
 		t.Fatalf("revoke: %s", out)
 	}
+	// 6. Ask before use: the first use of the credential asks; "1 hour"
+	// lets this and later uses through with the real token.
+	out, _ := g.ctl(t, "credentials", "list", "--json")
+	var creds []struct{ Fake string }
+	if json.Unmarshal([]byte(out), &creds) != nil || len(creds) != 1 {
+		t.Fatalf("credentials list: %s", out)
+	}
+	used := curl("-H", "Authorization: token "+creds[0].Fake, base+"/user")
+	pane.waitFor(`Allow "consent-e2e" to use credential "GitHub"?`)
+	pane.keys("2")
+	if out := result(used); out != "github did GET /user with the real token" {
+		t.Fatalf("after allowing use: %s", out)
+	}
+	if out := result(curl("-H", "Authorization: token "+creds[0].Fake, base+"/user")); out != "github did GET /user with the real token" {
+		t.Fatalf("a second use under the grant: %s", out)
+	}
+	if list, _ := g.ctl(t, "approvals"); !strings.Contains(list, "use") || !strings.Contains(list, "gh") {
+		t.Fatalf("approvals after a use grant:\n%s", list)
+	}
+
 	fifth := curl("-X", "POST", base+"/repos/acme/site/labels")
 	pane.waitFor("POST /repos/acme/site/labels")
 
