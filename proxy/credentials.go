@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -327,6 +328,12 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
 	}
 	if r.Body != nil && r.Body != http.NoBody {
+		if dst.TLS {
+			blk, err := s.swapBody(ctx, r, dst, used)
+			if blk != nil || err != nil {
+				return nil, blk, err
+			}
+		}
 		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body}
 	}
 	if len(used) == 0 && cert == nil {
@@ -346,6 +353,63 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 func refuse(message string) *Block {
 	return &Block{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: []byte(fmt.Sprintf(`{"message":%q}`+"\n", message+"; blocked by guardrails")), Reason: message}
+}
+
+// databaseServices carry their password in request bodies (a login call,
+// a DSN in a JSON document): only these are swapped in bodies.
+var databaseServices = map[string]bool{"postgres": true, "mysql": true, "mongodb": true, "clickhouse": true, "elasticsearch": true}
+
+// maxSwappedBody bounds a body read whole to swap a database password in
+// it; a larger one goes as sent.
+const maxSwappedBody = 8 << 20
+
+// swapBody puts the real password of an in-scope database credential in
+// place of its fake in a request body, and fixes Content-Length.
+func (s *Swapper) swapBody(ctx context.Context, r *http.Request, dst Destination, used map[*Credential]string) (*Block, error) {
+	var creds []*Credential
+	for _, c := range s.creds {
+		if databaseServices[c.Service] && inScope(c, dst.Host) {
+			creds = append(creds, c)
+		}
+	}
+	if len(creds) == 0 {
+		return nil, nil
+	}
+	head, err := io.ReadAll(io.LimitReader(r.Body, maxSwappedBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(head) > maxSwappedBody {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+		return nil, nil
+	}
+	body := string(head)
+	for _, c := range creds {
+		if !strings.Contains(body, c.Fake) {
+			continue
+		}
+		real, err := c.Real()
+		if err != nil {
+			return refuse("credential " + c.ID + " is not available (" + err.Error() + ")"), nil
+		}
+		if c.AskBeforeUse && s.approve != nil {
+			if ok, why := s.approve.ApproveUse(ctx, c, r.Method+" "+dst.Host+r.URL.Path); !ok {
+				return refuse("use of credential " + c.ID + " was not allowed (" + why + ")"), nil
+			}
+		}
+		body = strings.ReplaceAll(body, c.Fake, real)
+		used[c] = real
+		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
+	}
+	r.Body = io.NopCloser(strings.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if r.Header.Get("Content-Length") != "" {
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	return nil, nil
 }
 
 // carries says a header is one the credential goes in.

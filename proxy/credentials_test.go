@@ -260,3 +260,30 @@ func TestUntrackedSecretsAreFlagged(t *testing.T) {
 		}
 	}
 }
+
+// TestDatabasePasswordInABody: a database credential's fake in a request
+// body to its host over TLS becomes the real password, with the length
+// fixed; elsewhere it is a compromise, and other kinds are never swapped in
+// bodies.
+func TestDatabasePasswordInABody(t *testing.T) {
+	const fake, real = "db" + testTag + "0000000000000000000000000000000000", "short-real-pw"
+	s := NewSwapper([]*Credential{{ID: "ch", Service: "clickhouse", Hosts: []string{"ch.test"}, Fake: fake,
+		Real: func() (string, error) { return real, nil }}}, []string{testTag}, discardEvents{}, nil)
+	body := `{"user":"agent","password":"` + fake + `"}`
+	r := httptest.NewRequest("POST", "https://ch.test/login", strings.NewReader(body))
+	scrub, blk, _ := s.Inject(context.Background(), r, Destination{Host: "ch.test", TLS: true})
+	got, _ := io.ReadAll(r.Body)
+	if blk != nil || string(got) != `{"user":"agent","password":"`+real+`"}` || r.ContentLength != int64(len(got)) || scrub == nil {
+		t.Fatalf("in scope: %q %d %+v", got, r.ContentLength, blk)
+	}
+	r = httptest.NewRequest("POST", "http://ch.test/login", strings.NewReader(body))
+	s.Inject(context.Background(), r, Destination{Host: "ch.test", TLS: false})
+	if got, _ := io.ReadAll(r.Body); string(got) != body {
+		t.Fatal("swapped over plain HTTP")
+	}
+	r = httptest.NewRequest("POST", "https://other.test/", strings.NewReader(body))
+	s.Inject(context.Background(), r, Destination{Host: "other.test", TLS: true})
+	if _, err := io.ReadAll(r.Body); err == nil || s.Compromised() == "" {
+		t.Fatal("a database fake in a body to another host passed")
+	}
+}
