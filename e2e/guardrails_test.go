@@ -162,9 +162,9 @@ func runMatrix(t *testing.T, s *services, mode string) {
 	prof := writeFile(t, dir, "profile.json", fmt.Sprintf(`{"name":"matrix",
 	  "kubeconfigs":["kubeconfig"],
 	  "credentials":[
-	    {"id":"reg","title":"Registry","service":"registry","hosts":["registry.e2e.test"],"secret":{"env":"UNUSED_REG"}},
-	    {"id":"ch","title":"ClickHouse","service":"clickhouse","hosts":["ch.e2e.test"],"secret":{"env":"UNUSED_CH"}},
-	    {"id":"es","title":"Elasticsearch","service":"elasticsearch","hosts":["es.e2e.test"],"secret":{"env":"UNUSED_ES"}}],
+	    {"id":"reg","title":"Registry","service":"registry","hosts":["registry.e2e.test"],"secret":{"value":"canary-registry-secret-0001"}},
+	    {"id":"ch","title":"ClickHouse","service":"clickhouse","hosts":["ch.e2e.test"],"secret":{"value":"canary-clickhouse-secret-0002"}},
+	    {"id":"es","title":"Elasticsearch","service":"elasticsearch","hosts":["es.e2e.test"],"secret":{"value":"canary-elastic-secret-0003"}}],
 	  "guardrails":{"github":%[1]q,"aws":%[1]q,"kubernetes":%[1]q,"registry":%[1]q,"db:ch.e2e.test":%[1]q,"db:es.e2e.test":%[1]q},
 	  "egress":{"rules":%[2]s,"upstreamCAs":["upstream-ca.pem"]},
 	  "dns":{"hosts":%[3]s}}`, mode, rulesJSON, hosts))
@@ -198,11 +198,16 @@ func runMatrix(t *testing.T, s *services, mode string) {
 			mu.Unlock()
 		}
 	}
+	// Every byte a client got back, to look for the real secrets in.
+	var seen strings.Builder
 	run := func(dir string, extraEnv []string, name string, args ...string) (string, bool) {
 		cmd := exec.Command(name, args...)
 		cmd.Dir = dir
 		cmd.Env = append(append([]string{}, env...), extraEnv...)
 		out, err := cmd.CombinedOutput()
+		mu.Lock()
+		seen.Write(out)
+		mu.Unlock()
 		return string(out), err == nil
 	}
 
@@ -357,6 +362,11 @@ current-context: e2e
 		t.Error(f)
 	}
 	events, _ := g.ctl(t, "events", "--json")
+	for _, canary := range []string{"canary-registry-secret-0001", "canary-clickhouse-secret-0002", "canary-elastic-secret-0003"} {
+		if strings.Contains(seen.String(), canary) || strings.Contains(strings.Join(failures, "\n"), canary) || strings.Contains(events, canary) {
+			t.Errorf("the real secret %s reached a client or the timeline", canary)
+		}
+	}
 	if mode != "off" && !strings.Contains(events, `"type":"guardrails.block"`) {
 		t.Errorf("no guardrails.block events under %s", mode)
 	}
