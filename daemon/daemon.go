@@ -172,6 +172,11 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d.swapper = proxy.NewSwapper(proxyCredentials(d.store), d.store.Tags, d.events, useApprover{d})
 	d.swapper.BlockUntracked = prof.Egress.UntrackedSecrets == "block"
+	d.cfg.Components = append(d.cfg.Components, namedRunner{"credentials", func(ctx context.Context) error {
+		d.store.Refresh(ctx) // command secrets with refreshSeconds are re-read
+		<-ctx.Done()
+		return nil
+	}})
 
 	m, err := compile(prof, prof.Policy)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFakesKeepShapeAndStay(t *testing.T) {
@@ -68,5 +69,41 @@ func TestFakesKeepShapeAndStay(t *testing.T) {
 		if other.Credentials()[i].Fake == c.Fake {
 			t.Errorf("%s: two installs share a fake", c.ID)
 		}
+	}
+}
+
+// TestCommandSecretsAreRefreshed: a command secret with refreshSeconds is
+// run again on its interval, and the new value is the one in force.
+func TestCommandSecretsAreRefreshed(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "vault")
+	os.WriteFile(src, []byte("first-value\n"), 0o600)
+	prof, err := Parse([]byte(`{"name":"r","credentials":[{"id":"v","title":"Vault","service":"http","hosts":["vault.test"],
+	  "secret":{"command":["cat","`+src+`"],"refreshSeconds":1}}]}`), "t", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := OpenStore(context.Background(), prof, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := store.Credentials()[0]
+	if v, err := c.Real(); err != nil || v != "first-value" {
+		t.Fatalf("first read: %q %v", v, err)
+	}
+	fake := c.Fake
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store.Refresh(ctx)
+	os.WriteFile(src, []byte("second-value\n"), 0o600)
+	deadline := time.Now().Add(5 * time.Second)
+	for v, _ := c.Real(); v != "second-value"; v, _ = c.Real() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still %q after the refresh interval", v)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c.Fake != fake {
+		t.Fatal("the fake changed with the secret")
 	}
 }
