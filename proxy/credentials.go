@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -339,6 +341,11 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	if len(used) == 0 && cert == nil {
 		return nil, nil, nil
 	}
+	if len(used) > 0 {
+		// The response is scrubbed of the real secrets: ask for it
+		// uncompressed, so the scrubber sees the bytes as they are.
+		r.Header.Del("Accept-Encoding")
+	}
 	sc := &Injection{ClientCert: cert}
 	for c, real := range used {
 		sc.pairs = append(sc.pairs, real, c.Fake)
@@ -524,17 +531,43 @@ func (sc *Injection) Response(resp *http.Response) {
 		}
 	}
 	if resp.Body != nil {
+		switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+		case "", "identity":
+		case "gzip", "x-gzip":
+			if zr, err := gzip.NewReader(resp.Body); err == nil {
+				resp.Body = readCloser{zr, resp.Body}
+			} else {
+				resp.Body = io.NopCloser(strings.NewReader("guard: a compressed response it could not read was withheld\n"))
+			}
+			resp.Header.Del("Content-Encoding")
+		case "deflate":
+			resp.Body = readCloser{flate.NewReader(resp.Body), resp.Body}
+			resp.Header.Del("Content-Encoding")
+		default:
+			// A body guard cannot read might carry the real secret back.
+			resp.Body.Close()
+			resp.Body = io.NopCloser(strings.NewReader("guard: a response in encoding " + enc + " to a request that carried a real secret was withheld\n"))
+			resp.Header.Del("Content-Encoding")
+		}
 		maxReal := 0
 		for i := 0; i < len(sc.pairs); i += 2 {
 			maxReal = max(maxReal, len(sc.pairs[i]))
 		}
-		resp.Body = &scrubReader{r: resp.Body, rep: rep, keep: maxReal - 1, reals: sc.pairs}
+		resp.Body = &scrubReader{r: resp.Body, rep: rep, keep: maxReal - 1, reals: sc.pairs, trailer: resp.Trailer}
 		// Fakes are as long as or longer than... lengths may differ: the
 		// body's length is no longer known.
 		resp.ContentLength = -1
 		resp.Header.Del("Content-Length")
 	}
 }
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
 
 // scrubReader replaces reals in a stream, holding back the tail of each
 // chunk (one secret's length less one) so that a secret split across reads
@@ -547,6 +580,8 @@ type scrubReader struct {
 	pending []byte
 	out     []byte
 	eof     bool
+	// trailer is the response's trailer, filled in when the body ends.
+	trailer http.Header
 }
 
 func (s *scrubReader) Read(p []byte) (int, error) {
@@ -567,6 +602,11 @@ func (s *scrubReader) Read(p []byte) (int, error) {
 				return 0, err
 			}
 			s.eof = true
+			for name, values := range s.trailer {
+				for i, v := range values {
+					s.trailer[name][i] = s.rep.Replace(v)
+				}
+			}
 			continue
 		}
 		cut := len(s.pending) - s.keep

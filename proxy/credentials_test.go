@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"io"
@@ -285,5 +286,34 @@ func TestDatabasePasswordInABody(t *testing.T) {
 	s.Inject(context.Background(), r, Destination{Host: "other.test", TLS: true})
 	if _, err := io.ReadAll(r.Body); err == nil || s.Compromised() == "" {
 		t.Fatal("a database fake in a body to another host passed")
+	}
+}
+
+// TestCompressedReflectionIsScrubbed: a request that carried a real secret
+// asks for an uncompressed answer, and a compressed one is decompressed to
+// be scrubbed (or withheld when guard cannot read it).
+func TestCompressedReflectionIsScrubbed(t *testing.T) {
+	s := testSwapper(&eventList{}, nil)
+	r := httptest.NewRequest("GET", "https://api.github.com/echo", nil)
+	r.Header.Set("Authorization", "token "+testFake)
+	r.Header.Set("Accept-Encoding", "gzip, br")
+	scrub, _, _ := s.Inject(context.Background(), r, Destination{Host: "api.github.com", TLS: true})
+	if r.Header.Get("Accept-Encoding") != "" {
+		t.Fatal("the request still asks for a compressed answer")
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("reflected: " + testReal))
+	zw.Close()
+	resp := &http.Response{Header: http.Header{"Content-Encoding": {"gzip"}}, Body: io.NopCloser(&gz)}
+	scrub.Response(resp)
+	got, _ := io.ReadAll(resp.Body)
+	if string(got) != "reflected: "+testFake || resp.Header.Get("Content-Encoding") != "" {
+		t.Fatalf("gzip reflection: %q", got)
+	}
+	resp = &http.Response{Header: http.Header{"Content-Encoding": {"br"}}, Body: io.NopCloser(strings.NewReader("opaque " + testReal))}
+	scrub.Response(resp)
+	if got, _ := io.ReadAll(resp.Body); bytes.Contains(got, []byte(testReal)) {
+		t.Fatal("an unreadable encoding passed the real secret")
 	}
 }
