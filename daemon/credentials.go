@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"guard/consent"
 	"guard/control"
@@ -52,5 +54,11 @@ func (d *Daemon) Credentials() []control.CredentialView {
 // Compromise says why the workspace is marked compromised, or "".
 func (d *Daemon) Compromise() string { return d.swapper.Compromised() }
 
+// compromiseFile keeps the compromise mark in the state dir.
+const compromiseFile = "compromised"
+
 // ClearCompromise lets requests through again (guardctl compromise clear).
-func (d *Daemon) ClearCompromise() bool { return d.swapper.ClearCompromise() }
+func (d *Daemon) ClearCompromise() bool {
+	os.Remove(filepath.Join(d.stateDir, compromiseFile))
+	return d.swapper.ClearCompromise()
+}

@@ -172,6 +172,17 @@ func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d.swapper = proxy.NewSwapper(proxyCredentials(d.store), d.store.Tags, d.events, useApprover{d})
 	d.swapper.BlockUntracked = prof.Egress.UntrackedSecrets == "block"
+	// The compromise mark survives a restart: only a person clears it.
+	markPath := filepath.Join(d.stateDir, compromiseFile)
+	if b, err := os.ReadFile(markPath); err == nil {
+		d.swapper.MarkCompromised(strings.TrimSpace(string(b)))
+		d.logger.Warn("the workspace is marked compromised; guardctl compromise clear after looking", "reason", strings.TrimSpace(string(b)))
+	}
+	d.swapper.OnCompromise = func(reason string) {
+		if err := os.WriteFile(markPath, []byte(reason+"\n"), 0o600); err != nil {
+			d.logger.Error("the compromise mark could not be kept on disk", "err", err)
+		}
+	}
 	d.cfg.Components = append(d.cfg.Components, namedRunner{"credentials", func(ctx context.Context) error {
 		d.store.Refresh(ctx) // command secrets with refreshSeconds are re-read
 		<-ctx.Done()

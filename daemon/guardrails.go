@@ -78,6 +78,10 @@ func (g guardrails) Check(ctx context.Context, r *http.Request) (*proxy.Block, e
 	default:
 		op = g.d.classifier.Classify(rt, req)
 	}
+	if esc := r.URL.EscapedPath(); esc != r.URL.Path && strings.ContainsFunc(r.URL.Path, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+		// A person reads this: a %0A in the path must not draw a new line.
+		op.Detail = strings.ReplaceAll(op.Detail, r.URL.Path, esc)
+	}
 	mode := consent.Mode(prof.Mode(op.Service))
 	var message string
 	switch consent.Decide(mode, op.Class) {

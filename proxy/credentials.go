@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +74,11 @@ type Swapper struct {
 	// BlockUntracked refuses (451) requests that carry a real-looking
 	// secret guard did not issue; otherwise they are only flagged.
 	BlockUntracked bool
+	// OnCompromise is told the reason when the workspace becomes
+	// compromised, to keep the mark across restarts.
+	OnCompromise func(reason string)
+
+	swapping chan struct{} // a slot per body held for a password swap
 }
 
 // NewSwapper builds the hook. tags are the install's fake markers: every
@@ -79,7 +86,8 @@ type Swapper struct {
 func NewSwapper(creds []*Credential, tags []string, events EventSink, approve UseApprover) *Swapper {
 	// The body scanner holds back enough to see a fake, or the head of a
 	// real-looking secret, split across reads.
-	s := &Swapper{creds: creds, tags: tags, events: events, approve: approve, shapes: map[string][]fakeShape{}, maxLen: 96}
+	s := &Swapper{creds: creds, tags: tags, events: events, approve: approve, shapes: map[string][]fakeShape{}, maxLen: 96,
+		swapping: make(chan struct{}, maxSwapping)}
 	for _, c := range creds {
 		s.maxLen = max(s.maxLen, len(c.Fake), len(c.FakeKeyID))
 		for _, f := range []string{c.Fake, c.FakeKeyID} {
@@ -119,6 +127,9 @@ func (s *Swapper) Compromised() string {
 
 // ClearCompromise lets requests through again after a person has looked.
 func (s *Swapper) ClearCompromise() bool { return s.compromised.Swap(nil) != nil }
+
+// MarkCompromised sets the mark (a restart finds it kept on disk).
+func (s *Swapper) MarkCompromised(reason string) { s.compromised.Store(&reason) }
 
 // fakeHit is one fake found in some text.
 type fakeHit struct {
@@ -181,7 +192,9 @@ var errCompromise = errors.New("a fake credential in a request to a host it does
 // compromise marks the workspace and records the event.
 func (s *Swapper) compromise(ctx context.Context, c *Credential, host, where string) *Block {
 	reason := fmt.Sprintf("the fake of credential %q was sent to %s in the %s; the workspace is marked compromised until `guardctl compromise clear`", c.ID, host, where)
-	s.compromised.CompareAndSwap(nil, &reason)
+	if s.compromised.CompareAndSwap(nil, &reason) && s.OnCompromise != nil {
+		s.OnCompromise(reason)
+	}
 	s.events.Emit(ctx, audit.Event{Type: audit.TypeCompromise, Host: host, Scope: c.ID, Reason: reason})
 	return compromiseBlock(reason)
 }
@@ -224,9 +237,16 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	if len(s.creds) == 0 {
 		return nil, nil, nil
 	}
-	for _, h := range s.find(r.URL.RequestURI()) {
+	urlText := r.URL.RequestURI()
+	if q, err := neturl.QueryUnescape(urlText); err == nil {
+		urlText += " " + q // a percent-encoded fake counts as the fake
+	}
+	for _, h := range s.find(urlText) {
 		if !inScope(h.cred, dst.Host) {
 			return nil, s.compromise(ctx, h.cred, dst.Host, "URL"), nil
+		}
+		if h.cred.FakeKeyID != "" && h.fake == h.cred.Fake {
+			return nil, s.compromise(ctx, h.cred, dst.Host, "URL (an AWS secret key is never sent)"), nil
 		}
 		if h.fake == h.cred.FakeKeyID {
 			// A presigned URL names its key in the query; guard does not
@@ -243,6 +263,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	var swaps []swap
 	used := map[*Credential]string{}
 	var awsCred, certCred *Credential
+	var basicForms []string // base64 of user:real, user:fake, for the scrubber
 	for name, values := range r.Header {
 		for i, v := range values {
 			text, basic := v, false
@@ -251,13 +272,24 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 					text, basic = string(dec), true
 				}
 			}
+			// The raw value is searched too: a "Basic " prefix must not
+			// hide a fake that happens to be valid base64.
 			hits := s.find(text)
-			if !basic {
-				hits = append(hits, s.find(v)...)
+			if basic {
+				for _, h := range s.find(v) {
+					if !inScope(h.cred, dst.Host) {
+						return nil, s.compromise(ctx, h.cred, dst.Host, name+" header"), nil
+					}
+				}
 			}
 			for _, h := range hits {
 				if !inScope(h.cred, dst.Host) {
 					return nil, s.compromise(ctx, h.cred, dst.Host, name+" header"), nil
+				}
+				if h.cred.FakeKeyID != "" && h.fake == h.cred.Fake {
+					// An AWS fake secret is only ever a signing key: on the
+					// wire, even to its own hosts, it is a theft attempt.
+					return nil, s.compromise(ctx, h.cred, dst.Host, name+" header (an AWS secret key is never sent)"), nil
 				}
 				if !dst.TLS || !carries(h.cred, name) {
 					continue // never in clear text, only in its headers
@@ -268,16 +300,26 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 					}
 					continue
 				}
-				if h.cred.ClientCert != nil && strings.EqualFold(name, "Authorization") {
-					certCred = h.cred // the fake bearer goes; the certificate speaks
-					continue
+				if h.cred.ClientCert != nil {
+					if strings.EqualFold(name, "Authorization") {
+						certCred = h.cred // the fake bearer goes; the certificate speaks
+					}
+					continue // a certificate is never put in a header
 				}
 				real, err := h.cred.Real()
+				if err == nil && strings.Contains(real, "-----BEGIN") {
+					err = errors.New("a PEM secret is never sent in a header")
+				}
 				if err != nil {
 					return nil, &Block{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
 						Body: []byte(fmt.Sprintf(`{"message":%q}`+"\n", "credential "+h.cred.ID+" is not available ("+err.Error()+"); blocked by guardrails"))}, nil
 				}
 				used[h.cred] = real
+				if basic {
+					user, _, _ := strings.Cut(text, ":")
+					basicForms = append(basicForms, base64.StdEncoding.EncodeToString([]byte(user+":"+real)),
+						base64.StdEncoding.EncodeToString([]byte(user+":"+h.fake)))
+				}
 				text = strings.ReplaceAll(text, h.fake, real)
 			}
 			if len(hits) > 0 && text != v {
@@ -291,7 +333,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	}
 	for c := range used {
 		if c.AskBeforeUse && s.approve != nil {
-			if ok, why := s.approve.ApproveUse(ctx, c, r.Method+" "+dst.Host+r.URL.Path); !ok {
+			if ok, why := s.approve.ApproveUse(ctx, c, r.Method+" "+dst.Host+r.URL.EscapedPath()); !ok {
 				return nil, &Block{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
 					Body: []byte(fmt.Sprintf(`{"message":%q}`+"\n", "use of credential "+c.ID+" was not allowed ("+why+"); blocked by guardrails"))}, nil
 			}
@@ -299,7 +341,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	}
 	if awsCred != nil {
 		if awsCred.AskBeforeUse && s.approve != nil {
-			if ok, why := s.approve.ApproveUse(ctx, awsCred, r.Method+" "+dst.Host+r.URL.Path); !ok {
+			if ok, why := s.approve.ApproveUse(ctx, awsCred, r.Method+" "+dst.Host+r.URL.EscapedPath()); !ok {
 				return nil, refuse("use of credential " + awsCred.ID + " was not allowed (" + why + ")"), nil
 			}
 		}
@@ -312,7 +354,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	var cert *tls.Certificate
 	if certCred != nil {
 		if certCred.AskBeforeUse && s.approve != nil {
-			if ok, why := s.approve.ApproveUse(ctx, certCred, r.Method+" "+dst.Host+r.URL.Path); !ok {
+			if ok, why := s.approve.ApproveUse(ctx, certCred, r.Method+" "+dst.Host+r.URL.EscapedPath()); !ok {
 				return nil, refuse("use of credential " + certCred.ID + " was not allowed (" + why + ")"), nil
 			}
 		}
@@ -324,7 +366,12 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: certCred.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
 	}
 	for _, sw := range swaps {
-		r.Header[sw.name][sw.i] = sw.val
+		if (awsCred != nil || certCred != nil) && strings.EqualFold(sw.name, "Authorization") {
+			continue // re-signed or dropped: nothing of the client's stays
+		}
+		if vals := r.Header[sw.name]; sw.i < len(vals) {
+			vals[sw.i] = sw.val
+		}
 	}
 	for c := range used {
 		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
@@ -336,17 +383,19 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 				return nil, blk, err
 			}
 		}
-		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body}
+		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body, trailer: r.Trailer}
 	}
 	if len(used) == 0 && cert == nil {
 		return nil, nil, nil
 	}
-	if len(used) > 0 {
+	if len(used) > 0 && awsCred == nil {
 		// The response is scrubbed of the real secrets: ask for it
-		// uncompressed, so the scrubber sees the bytes as they are.
+		// uncompressed, so the scrubber sees the bytes as they are. (A
+		// signed AWS request keeps its headers; a gzip answer is
+		// decompressed for the scrubber instead.)
 		r.Header.Del("Accept-Encoding")
 	}
-	sc := &Injection{ClientCert: cert}
+	sc := &Injection{ClientCert: cert, pairs: basicForms}
 	for c, real := range used {
 		sc.pairs = append(sc.pairs, real, c.Fake)
 		if c.RealKeyID != nil && c.RealKeyID() != "" {
@@ -367,35 +416,76 @@ func refuse(message string) *Block {
 var databaseServices = map[string]bool{"postgres": true, "mysql": true, "mongodb": true, "clickhouse": true, "elasticsearch": true}
 
 // maxSwappedBody bounds a body read whole to swap a database password in
-// it; a larger one goes as sent.
-const maxSwappedBody = 8 << 20
+// it; a larger one, or one of unknown length, goes as sent.
+const maxSwappedBody = 1 << 20
+
+// maxSwapping bounds the bodies held for swapping at once.
+const maxSwapping = 32
+
+// passwordField matches where a password goes just before a fake: a JSON
+// "password" string, a form's password field, a URL's user:password@.
+var (
+	jsonPassword = regexp.MustCompile(`(?i)"(password|passwd|pass|pwd)"\s*:\s*"$`)
+	formPassword = regexp.MustCompile(`(?i)(^|&)(password|passwd|pass|pwd)=$`)
+	dsnPassword  = regexp.MustCompile(`(?i)[a-z][a-z0-9+.-]*://[^\s/:@"]*:$`)
+)
+
+// passwordContext says the fake at body[i:i+n] is a password field's whole
+// value, the one place a server takes it as a login and not as data that
+// could come back (SELECT base64Encode('<fake>') would return the real
+// password, encoded past the scrubber).
+func passwordContext(body string, i, n int) bool {
+	before, after := body[max(0, i-200):i], body[i+n:]
+	switch {
+	case jsonPassword.MatchString(before):
+		return strings.HasPrefix(after, `"`)
+	case formPassword.MatchString(before):
+		return after == "" || after[0] == '&'
+	case dsnPassword.MatchString(before):
+		return strings.HasPrefix(after, "@")
+	}
+	return false
+}
 
 // swapBody puts the real password of an in-scope database credential in
-// place of its fake in a request body, and fixes Content-Length.
+// place of its fake in a request body's password field, and fixes
+// Content-Length. A fake anywhere else in such a body is refused.
 func (s *Swapper) swapBody(ctx context.Context, r *http.Request, dst Destination, used map[*Credential]string) (*Block, error) {
 	var creds []*Credential
 	for _, c := range s.creds {
-		if databaseServices[c.Service] && inScope(c, dst.Host) {
+		if databaseServices[c.Service] && c.FakeKeyID == "" && inScope(c, dst.Host) {
 			creds = append(creds, c)
 		}
 	}
-	if len(creds) == 0 {
+	if len(creds) == 0 || r.ContentLength < 0 || r.ContentLength > maxSwappedBody {
+		return nil, nil // streamed as sent; the scanner still checks it
+	}
+	select {
+	case s.swapping <- struct{}{}:
+		defer func() { <-s.swapping }()
+	default:
 		return nil, nil
 	}
 	head, err := io.ReadAll(io.LimitReader(r.Body, maxSwappedBody+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(head) > maxSwappedBody {
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
-		return nil, nil
-	}
+	r.Body = io.NopCloser(bytes.NewReader(head))
 	body := string(head)
 	for _, c := range creds {
-		if !strings.Contains(body, c.Fake) {
+		n := 0
+		for from := 0; ; {
+			i := strings.Index(body[from:], c.Fake)
+			if i < 0 {
+				break
+			}
+			if !passwordContext(body, from+i, len(c.Fake)) {
+				return refuse("the fake of credential " + c.ID + " may only be a password field's value in a request body"), nil
+			}
+			n++
+			from += i + len(c.Fake)
+		}
+		if n == 0 {
 			continue
 		}
 		real, err := c.Real()
@@ -403,7 +493,7 @@ func (s *Swapper) swapBody(ctx context.Context, r *http.Request, dst Destination
 			return refuse("credential " + c.ID + " is not available (" + err.Error() + ")"), nil
 		}
 		if c.AskBeforeUse && s.approve != nil {
-			if ok, why := s.approve.ApproveUse(ctx, c, r.Method+" "+dst.Host+r.URL.Path); !ok {
+			if ok, why := s.approve.ApproveUse(ctx, c, r.Method+" "+dst.Host+r.URL.EscapedPath()); !ok {
 				return refuse("use of credential " + c.ID + " was not allowed (" + why + ")"), nil
 			}
 		}
@@ -442,9 +532,10 @@ type fakeScanner struct {
 	host    string
 	r       io.ReadCloser
 	buf     []byte
-	flagged bool   // an untracked secret was flagged already
-	pending []byte // read, scanned, not yet passed on
-	out     []byte // ready to pass on
+	trailer http.Header // the request's trailer, filled in at the body's end
+	flagged bool        // an untracked secret was flagged already
+	pending []byte      // read, scanned, not yet passed on
+	out     []byte      // ready to pass on
 	eof     bool
 	err     error
 }
@@ -468,6 +559,15 @@ func (f *fakeScanner) Read(p []byte) (int, error) {
 		f.pending = append(f.pending, f.buf[:n]...)
 		if err == io.EOF {
 			f.eof = true
+			for _, values := range f.trailer {
+				for _, h := range f.s.find(strings.Join(values, " ")) {
+					if !inScope(h.cred, f.host) {
+						f.s.compromise(f.ctx, h.cred, f.host, "trailer")
+						f.err, f.pending = errCompromise, nil
+						return 0, f.err
+					}
+				}
+			}
 		} else if err != nil {
 			f.err = err
 		}
@@ -530,7 +630,10 @@ func (sc *Injection) Response(resp *http.Response) {
 			resp.Header[name][i] = rep.Replace(v)
 		}
 	}
-	if resp.Body != nil {
+	// After a 101 the body is the upgraded channel, which must stay
+	// writable; only its headers are scrubbed. (What flows through the
+	// channel is the protocol's; guard does not see into it.)
+	if resp.Body != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 		switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
 		case "", "identity":
 		case "gzip", "x-gzip":

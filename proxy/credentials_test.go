@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"io"
 	"net/http"
@@ -271,6 +272,20 @@ func TestDatabasePasswordInABody(t *testing.T) {
 	s := NewSwapper([]*Credential{{ID: "ch", Service: "clickhouse", Hosts: []string{"ch.test"}, Fake: fake,
 		Real: func() (string, error) { return real, nil }}}, []string{testTag}, discardEvents{}, nil)
 	body := `{"user":"agent","password":"` + fake + `"}`
+	// An oracle: the fake as data the server would return transformed.
+	oracle := httptest.NewRequest("POST", "https://ch.test/", strings.NewReader("SELECT base64Encode('"+fake+"')"))
+	if _, blk, _ := s.Inject(context.Background(), oracle, Destination{Host: "ch.test", TLS: true}); blk == nil {
+		t.Fatal("a fake outside a password field was swapped into a query")
+	}
+	for _, ok := range []string{"password=" + fake + "&user=a", "postgres://agent:" + fake + "@db/x"} {
+		r := httptest.NewRequest("POST", "https://ch.test/login", strings.NewReader(ok))
+		if _, blk, _ := s.Inject(context.Background(), r, Destination{Host: "ch.test", TLS: true}); blk != nil {
+			t.Fatalf("%s: %s", ok, blk.Reason)
+		}
+		if got, _ := io.ReadAll(r.Body); !strings.Contains(string(got), real) {
+			t.Fatalf("%s: not swapped", ok)
+		}
+	}
 	r := httptest.NewRequest("POST", "https://ch.test/login", strings.NewReader(body))
 	scrub, blk, _ := s.Inject(context.Background(), r, Destination{Host: "ch.test", TLS: true})
 	got, _ := io.ReadAll(r.Body)
@@ -315,5 +330,86 @@ func TestCompressedReflectionIsScrubbed(t *testing.T) {
 	scrub.Response(resp)
 	if got, _ := io.ReadAll(resp.Body); bytes.Contains(got, []byte(testReal)) {
 		t.Fatal("an unreadable encoding passed the real secret")
+	}
+}
+
+// TestNoRealSecretThroughOtherDoors: an AWS fake secret on the wire is a
+// compromise even to its own hosts; a client certificate never becomes a
+// header; a Basic prefix does not hide a fake; a percent-encoded fake
+// counts.
+func TestNoRealSecretThroughOtherDoors(t *testing.T) {
+	awsCred := &Credential{ID: "aws", Service: "aws", Hosts: []string{"amazonaws.com"}, Fake: testTag + "fakeSecretFakeSecretFakeSecret00",
+		FakeKeyID: "AKIA" + testTag + "00000000", Real: func() (string, error) { return "realSecret", nil }, RealKeyID: func() string { return "AKIAREAL" }}
+	certCred := &Credential{ID: "kube", Service: "kubernetes", Hosts: []string{"kube.test"}, Fake: "kk" + testTag + "000000000000000000000000000000",
+		Real: func() (string, error) { return "-----BEGIN CERTIFICATE-----", nil }, ClientCert: func() (*tls.Certificate, error) { return &tls.Certificate{}, nil }}
+	for _, tc := range []struct {
+		name, host, header, value, url string
+	}{
+		{"aws secret as a bearer to an AWS host", "abc.execute-api.us-east-1.amazonaws.com", "Authorization", "Bearer " + awsCred.Fake, ""},
+		{"basic prefix on another host", "example.com", "X-Exfil", "Basic " + testTag + strings.Repeat("A", 32), ""},
+		{"percent-encoded fake in a URL", "example.com", "", "", "/?q=%67hp_" + testFake[4:]},
+	} {
+		s := NewSwapper([]*Credential{awsCred, certCred, {ID: "gh", Hosts: []string{"github.com"}, Fake: testFake,
+			Real: func() (string, error) { return testReal, nil }},
+			{ID: "gen", Hosts: []string{"api.test"}, Fake: testTag + strings.Repeat("A", 32), Real: func() (string, error) { return "r", nil }}},
+			[]string{testTag}, discardEvents{}, nil)
+		r := httptest.NewRequest("GET", "https://"+tc.host+"/x"+tc.url, nil)
+		if tc.header != "" {
+			r.Header.Set(tc.header, tc.value)
+		}
+		_, blk, _ := s.Inject(context.Background(), r, Destination{Host: tc.host, TLS: true})
+		if blk == nil || blk.Status != 451 {
+			t.Errorf("%s: not refused (%+v)", tc.name, blk)
+		}
+		for _, v := range r.Header {
+			if strings.Contains(strings.Join(v, ""), "realSecret") {
+				t.Errorf("%s: the real secret was put in a header", tc.name)
+			}
+		}
+	}
+	// A certificate credential's fake in its custom header, or beside
+	// another fake in Authorization: never a PEM in a header, no panic.
+	certCred.Headers = []string{"X-Token"}
+	s := NewSwapper([]*Credential{certCred, {ID: "gh2", Hosts: []string{"kube.test"}, Fake: testFake,
+		Real: func() (string, error) { return testReal, nil }}}, []string{testTag}, discardEvents{}, nil)
+	r := httptest.NewRequest("GET", "https://kube.test/api", nil)
+	r.Header.Set("Authorization", "Bearer "+certCred.Fake+" "+testFake)
+	r.Header.Set("X-Token", certCred.Fake)
+	s.Inject(context.Background(), r, Destination{Host: "kube.test", TLS: true})
+	if strings.Contains(r.Header.Get("X-Token"), "BEGIN") || r.Header.Get("Authorization") != "" {
+		t.Fatalf("headers after a certificate credential: %v", r.Header)
+	}
+}
+
+// TestInterimAndUpgradeResponsesAfterASwap: a 103 that echoes the real
+// token reaches the client scrubbed, and a WebSocket upgrade still works
+// after the token was swapped in.
+func TestInterimAndUpgradeResponsesAfterASwap(t *testing.T) {
+	w := newWorld(t)
+	up := startUpstream(t, w.pki, "127.0.0.10", "echo.example.test", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			rw.Header().Set("Connection", "Upgrade")
+			rw.Header().Set("Upgrade", "websocket")
+			rw.Header().Set("X-Echo", r.Header.Get("Authorization"))
+			rw.WriteHeader(http.StatusSwitchingProtocols)
+			return
+		}
+		rw.Header().Set("Link", "</x>; rel=preload; token="+r.Header.Get("Authorization"))
+		rw.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(rw, "final "+r.Header.Get("Authorization"))
+	}))
+	w.hosts["echo.example.test"] = "127.0.0.10"
+	sw := NewSwapper([]*Credential{{ID: "e", Hosts: []string{"echo.example.test"}, Fake: testFake,
+		Real: func() (string, error) { return testReal, nil }}}, []string{testTag}, discardEvents{}, nil)
+	r := startRig(t, rigOptions{rules: "allow web echo.example.test\ndefault deny\n", hosts: w.hosts, upstreamCAs: w.pki.Pool, credentials: sw})
+	out, err := curl(t, "-i", "--proxy", "http://"+r.explicit, "--cacert", r.caFile, "-H", "Authorization: token "+testFake, url(up, "/"))
+	if err != nil || strings.Contains(out, testReal) || !strings.Contains(out, "103") || !strings.Contains(out, "final token "+testFake) {
+		t.Fatalf("103 and the final answer: %v\n%s", err, out)
+	}
+	out, _ = curl(t, "-i", "--max-time", "3", "--proxy", "http://"+r.explicit, "--cacert", r.caFile, "-H", "Authorization: token "+testFake,
+		"-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H", "Sec-WebSocket-Version: 13", "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+		"--http1.1", url(up, "/ws"))
+	if !strings.Contains(out, "101") || strings.Contains(out, testReal) {
+		t.Fatalf("upgrade after a swap:\n%s", out)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,6 +154,22 @@ func (u *upstreamPools) reset() {
 // RoundTrip sends a request through the pool its target belongs to.
 func (u *upstreamPools) RoundTrip(r *http.Request) (*http.Response, error) {
 	t, _ := targetFrom(r.Context())
+	if t.scrub != nil && len(t.scrub.pairs) > 0 {
+		// 1xx answers (103 Early Hints) are relayed by the reverse proxy
+		// as they come, past ModifyResponse: scrub their headers first.
+		// A trace added here runs before the reverse proxy's own.
+		rep := t.scrub.replacer()
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+				for name, values := range h {
+					for i, v := range values {
+						h[name][i] = rep.Replace(v)
+					}
+				}
+				return nil
+			},
+		}))
+	}
 	return u.get(t).RoundTrip(r)
 }
 
