@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs guardd on the embedded demo profile (DESIGN.md's example rules) and
-# tours guardctl against it: status, rules, checks, a refused and an applied
-# rules file, and the event timeline. Usage: scripts/demo.sh BINDIR
+# tours guardctl against it: status, rules, checks, the fake credentials,
+# the classifiers, a refused and an applied rules file, and the event
+# timeline. Usage: scripts/demo.sh BINDIR
 set -euo pipefail
 bin=${1:-bin}
 state=$(mktemp -d /tmp/guard-demo.XXXXXX)
@@ -23,6 +24,12 @@ ctl rules check --proto tcp --host api.example.com --port 443 --method DELETE
 ctl rules check --proto tcp --host api.internal --port 443 --method GET
 ctl rules check --proto udp --ip 9.9.9.9 --port 53
 ctl rules check --proto tcp --ip ::ffff:10.1.2.3 --port 22
+ctl credentials list
+ctl classify --method DELETE --url https://api.github.com/repos/acme/site
+printf 'mutation { updateRef(input:{refId:"r", oid:"o", force:true}) { clientMutationId } }' > "$state/q.graphql"
+printf '{"query":%s}' "$(sed 's/"/\\"/g; s/^/"/; s/$/"/' "$state/q.graphql")" > "$state/body.json"
+ctl classify --method POST --url https://api.github.com/graphql --body "$state/body.json"
+ctl approvals
 
 printf 'allow tcp example.org:443\nallow tcp example.org:0\ndefault maybe\n' > "$state/bad.rules"
 ctl rules apply "$state/bad.rules"
