@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,24 +70,14 @@ const consentCanary = "ghp_CONSENTcanaryCONSENTcanaryCONSENT1"
 // key pressed decides whether the request completes or gets its 403.
 func TestConsentAtTheWire(t *testing.T) {
 	pki := testpki.New(t)
-	ln, err := net.Listen("tcp", "127.0.0.3:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	port := serveHTTPS(t, "127.0.0.3", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		if r.Header.Get("Authorization") == "token "+consentCanary {
 			fmt.Fprintf(w, "github did %s %s with the real token", r.Method, r.URL.Path)
 			return
 		}
 		fmt.Fprintf(w, "github did %s %s", r.Method, r.URL.Path)
-	}))
-	up.Listener.Close()
-	up.Listener = ln
-	up.TLS = &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "api.github.com")}}
-	up.StartTLS()
-	defer up.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	}), serverTLS(t, pki, "api.github.com"))
 
 	dir := shortDir(t)
 	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))

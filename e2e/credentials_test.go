@@ -60,18 +60,8 @@ func TestCredentialsAtTheWire(t *testing.T) {
 	const canary = "ghp_CANARYcanaryCANARYcanaryCANARY0001"
 	pki := testpki.New(t)
 	good, evil := &recorder{}, &recorder{}
-	serve := func(ip, name string, h http.Handler) int {
-		ln, err := net.Listen("tcp", ip+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, name, "api.github.com.evil.test", "evilgithub.com")}}}
-		go srv.ServeTLS(ln, "", "")
-		t.Cleanup(func() { srv.Close() })
-		return ln.Addr().(*net.TCPAddr).Port
-	}
-	goodPort := serve("127.0.0.31", "api.github.com", good)
-	evilPort := serve("127.0.0.32", "evilgithub.com", evil)
+	goodPort := serveHTTPS(t, "127.0.0.31", good, serverTLS(t, pki, "api.github.com"))
+	evilPort := serveHTTPS(t, "127.0.0.32", evil, serverTLS(t, pki, "evilgithub.com", "api.github.com.evil.test"))
 	plainLn, err := net.Listen("tcp", "127.0.0.31:0")
 	if err != nil {
 		t.Fatal(err)
@@ -200,11 +190,7 @@ func TestKubectlWithAClientCertificate(t *testing.T) {
 	clientCAs, clientPEM := clientCertPEM(t, "agent-admin")
 	var sawAuth, sawCert string
 	var mu sync.Mutex
-	ln, err := net.Listen("tcp", "127.0.0.33:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	kube := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		sawAuth = r.Header.Get("Authorization")
 		if len(r.TLS.PeerCertificates) > 0 {
@@ -212,11 +198,10 @@ func TestKubectlWithAClientCertificate(t *testing.T) {
 		}
 		mu.Unlock()
 		kubeStub().ServeHTTP(w, r)
-	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "kube.cert.test")},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCAs}}
-	go srv.ServeTLS(ln, "", "")
-	defer srv.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	})
+	requireCert := serverTLS(t, pki, "kube.cert.test")
+	requireCert.ClientAuth, requireCert.ClientCAs = tls.RequireAndVerifyClientCert, clientCAs
+	port := serveHTTPS(t, "127.0.0.33", kube, requireCert)
 
 	dir := shortDir(t)
 	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
@@ -270,13 +255,7 @@ func TestAWSCLIWithFakeKeys(t *testing.T) {
 	real := aws.Credentials{AccessKeyID: "AKIAREALKEYE2E00001X", SecretAccessKey: "e2eRealSecretE2eRealSecretE2eRealSecret0"}
 	pki := testpki.New(t)
 	stub := &testaws.Stub{Real: real}
-	ln, err := net.Listen("tcp", "127.0.0.34:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: stub, TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, "dynamodb.us-east-1.amazonaws.com")}}}
-	go srv.ServeTLS(ln, "", "")
-	defer srv.Close()
+	stubPort := serveHTTPS(t, "127.0.0.34", stub, serverTLS(t, pki, "dynamodb.us-east-1.amazonaws.com"))
 	dir := shortDir(t)
 	writeFile(t, dir, "upstream-ca.pem", string(pki.PEM))
 	prof := writeFile(t, dir, "profile.json", `{"name":"awscli",
@@ -293,7 +272,7 @@ func TestAWSCLIWithFakeKeys(t *testing.T) {
 		t.Fatalf("credentials list: %s", out)
 	}
 	cmd := exec.Command("aws", "dynamodb", "list-tables", "--output", "json",
-		fmt.Sprintf("--endpoint-url=https://dynamodb.us-east-1.amazonaws.com:%d", ln.Addr().(*net.TCPAddr).Port))
+		fmt.Sprintf("--endpoint-url=https://dynamodb.us-east-1.amazonaws.com:%d", stubPort))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "HTTPS_PROXY=http://" + proxyAddr, "AWS_CA_BUNDLE=" + caFile,
 		"AWS_ACCESS_KEY_ID=" + creds[0].FakeKeyID, "AWS_SECRET_ACCESS_KEY=" + creds[0].Fake, "AWS_DEFAULT_REGION=us-east-1",
 		"AWS_MAX_ATTEMPTS=1", "AWS_PAGER="}

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	"time"
 
 	"guard/audit"
+	"guard/internal/testpki"
 )
 
 // bin holds the guardd and guardctl binaries built for this run.
@@ -416,4 +420,23 @@ func TestCompletionAndHelp(t *testing.T) {
 	if _, code := guardctl(t, "rules", "apply"); code != 2 {
 		t.Errorf("missing FILE: exit %d, want 2", code)
 	}
+}
+
+// serveHTTPS runs h over TLS on ip (a free port) with tlsConfig (see
+// serverTLS) until the test ends, and returns the port.
+func serveHTTPS(t *testing.T, ip string, h http.Handler, tlsConfig *tls.Config) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, TLSConfig: tlsConfig}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// serverTLS is a TLS config with a certificate from pki for names.
+func serverTLS(t *testing.T, pki *testpki.CA, names ...string) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, names...)}}
 }

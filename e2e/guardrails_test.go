@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -43,15 +42,8 @@ type services struct {
 // serve starts an HTTPS server for name on addr.
 func (s *services) serve(t *testing.T, name, ip string, h http.Handler) {
 	t.Helper()
-	ln, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{s.pki.ServerCert(t, name)}}}
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
+	s.ports[name] = serveHTTPS(t, ip, h, serverTLS(t, s.pki, name))
 	s.hosts[name] = ip
-	s.ports[name] = ln.Addr().(*net.TCPAddr).Port
 }
 
 func (s *services) url(name, path string) string {
