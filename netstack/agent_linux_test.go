@@ -43,6 +43,9 @@ type agentRig struct {
 type agentOptions struct {
 	mtu          int
 	interceptOff bool
+	// localInference is the host's model server, reached at the gateway's
+	// address on its port and allowed by the exemption.
+	localInference netip.AddrPort
 }
 
 func newAgentRig(t *testing.T, rulesText string, static map[string]string, opts agentOptions) *agentRig {
@@ -57,7 +60,12 @@ func newAgentRig(t *testing.T, rulesText string, static map[string]string, opts 
 	if err != nil {
 		t.Fatal(err)
 	}
-	active := firewall.NewActive(firewall.Compile(pol))
+	var exemptions []firewall.Exemption
+	if li := opts.localInference; li.IsValid() {
+		exemptions = append(exemptions, firewall.Exemption{Origin: "localInference", Rule: rules.Rule{Action: rules.Allow, Proto: rules.TCP,
+			Target: rules.Target{Kind: rules.Prefix, Prefix: netip.PrefixFrom(li.Addr(), 32)}, Ports: rules.PortSet{{Lo: li.Port(), Hi: li.Port()}}}})
+	}
+	active := firewall.NewActive(firewall.Compile(pol, exemptions...))
 	dec := &decider{active: active}
 	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -83,7 +91,7 @@ func newAgentRig(t *testing.T, rulesText string, static map[string]string, opts 
 		t.Fatal(err)
 	}
 	st, err := New(Config{Gateway: netip.MustParsePrefix("10.78.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw,
-		Intercept: !opts.interceptOff, Pinger: pinger, Policy: active, Events: dec, Logger: quiet}, ep)
+		Intercept: !opts.interceptOff, Pinger: pinger, Policy: active, Events: dec, LocalInference: opts.localInference, Logger: quiet}, ep)
 	if err != nil {
 		t.Fatal(err)
 	}

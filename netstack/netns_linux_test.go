@@ -5,12 +5,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +15,6 @@ import (
 	"guard/audit"
 	"guard/firewall"
 	"guard/internal/testnet"
-	"guard/internal/testpki"
-	"guard/proxy"
-	"guard/rules"
 )
 
 // decider is the daemon's DecideFlow in small: verdict plus event.
@@ -52,72 +46,9 @@ func (d *decider) all() []audit.Event {
 // TestVMInNamespace runs real programs in a namespace whose only network is
 // guard's stack: DNS through the gateway, curl to an allowed and a denied
 // HTTPS host through the transparent proxy, a plain TCP flow, and the
-// gateway itself, which is not a host.
+// gateway itself, which is not a host but for the local model's port.
 func TestVMInNamespace(t *testing.T) {
-	ns, hostIf := testnet.VM(t, netip.MustParsePrefix("10.77.0.2/24"), netip.MustParseAddr("10.77.0.1"))
 	testnet.HostAddresses(t, "198.18.0.10", "198.18.0.11")
-	pki := testpki.New(t)
-
-	serve := func(addr, name, body string) {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, body+" "+r.Method+" "+r.Host)
-		}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, name)}}}
-		go srv.ServeTLS(ln, "", "")
-		t.Cleanup(func() { srv.Close() })
-	}
-	serve("198.18.0.10:443", "api.example.test", "api")
-	serve("198.18.0.11:443", "blocked.example.test", "blocked")
-	plain, err := net.Listen("tcp", "198.18.0.10:7000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	go func() {
-		for {
-			c, err := plain.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "plain hello\n")
-			c.Close()
-		}
-	}()
-
-	// The tcp rule comes first: a web rule without ports covers every TCP
-	// port of its host, and would send this server-speaks-first flow to
-	// the proxy.
-	pol, err := rules.ParseString("allow tcp 198.18.0.10:7000\nallow web api.example.test read-only\ndefault deny\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	active := firewall.NewActive(firewall.Compile(pol))
-	dec := &decider{active: active}
-	snoop := firewall.NewSnoopTable(firewall.SnoopOptions{})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ca, err := proxy.LoadOrCreateCA(t.TempDir(), "vm", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, err := proxy.New(proxy.Config{CA: ca, Policy: active, Events: dec, Snoop: snoop, UpstreamRoots: pki.Pool, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go px.Run(ctx)
-	gw := NewDNSGateway(DNSConfig{
-		Static: map[string]string{"api.example.test": "198.18.0.10", "blocked.example.test": "198.18.0.11"},
-		Snoop:  snoop, Policy: active, Logger: quiet,
-	})
-	ep, closeEP, err := OpenAFPacket(hostIf, 1500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeEP()
 	// The host's "model server" on loopback, reachable only through the
 	// local-inference exemption.
 	model, err := net.Listen("tcp", "127.0.0.1:0")
@@ -136,46 +67,54 @@ func TestVMInNamespace(t *testing.T) {
 		}
 	}()
 	li := netip.MustParseAddrPort(model.Addr().String())
-	liRule := rules.Rule{Action: rules.Allow, Proto: rules.TCP, Target: rules.Target{Kind: rules.Prefix, Prefix: netip.PrefixFrom(li.Addr(), 32)},
-		Ports: rules.PortSet{{Lo: li.Port(), Hi: li.Port()}}}
-	active.Swap(firewall.Compile(pol, firewall.Exemption{Rule: liRule, Origin: "localInference"}))
-	st, err := New(Config{Gateway: netip.MustParsePrefix("10.77.0.1/24"), Decide: dec, Names: snoop, Proxy: px, DNS: gw, Intercept: true,
-		LocalInference: li, Logger: quiet}, ep)
-	if err != nil {
-		t.Fatal(err)
+	// The tcp rule comes first: a web rule without ports covers every TCP
+	// port of its host, and would send this server-speaks-first flow to
+	// the proxy.
+	r := newAgentRig(t, "allow tcp 198.18.0.10:7000\nallow web api.example.test read-only\ndefault deny\n",
+		map[string]string{"api.example.test": "198.18.0.10", "blocked.example.test": "198.18.0.11"}, agentOptions{localInference: li})
+	serve := func(addr, name, body string) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			io.WriteString(w, body+" "+req.Method+" "+req.Host)
+		}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.pki.ServerCert(t, name)}}}
+		go srv.ServeTLS(ln, "", "")
+		t.Cleanup(func() { srv.Close() })
 	}
-	defer st.Close()
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(caFile, ca.CertificatePEM(), 0o644)
+	serve("198.18.0.10:443", "api.example.test", "api")
+	serve("198.18.0.11:443", "blocked.example.test", "blocked")
+	serveTCP(t, "198.18.0.10:7000", "plain hello\n")
 
-	inVM := func(args ...string) (string, error) { return testnet.InVM(ns, args...) }
+	inVM := r.run
 	if out, err := inVM("getent", "hosts", "api.example.test"); err != nil || !strings.HasPrefix(out, "198.18.0.10") {
 		t.Fatalf("DNS through the gateway: %v %s", err, out)
 	}
 	// DNS over TCP to the gateway, as resolvers do for large answers.
-	if out, err := inVM("bash", "-c", `printf '\x00\x22\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x07example\x04test\x00\x00\x01\x00\x01' | timeout 5 bash -c 'exec 3<>/dev/tcp/10.77.0.1/53; cat >&3; head -c 2 <&3 | od -An -tu1'`); err != nil || strings.TrimSpace(out) == "" {
+	if out, err := inVM("bash", "-c", `printf '\x00\x22\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x07example\x04test\x00\x00\x01\x00\x01' | timeout 5 bash -c 'exec 3<>/dev/tcp/10.78.0.1/53; cat >&3; head -c 2 <&3 | od -An -tu1'`); err != nil || strings.TrimSpace(out) == "" {
 		t.Fatalf("DNS over TCP: %v %q", err, out)
 	}
-	if out, err := inVM("curl", "-sS", "--max-time", "10", "--cacert", caFile, "https://api.example.test/"); err != nil || out != "api GET api.example.test" {
+	if out, err := inVM("curl", "-sS", "--max-time", "10", "--cacert", r.caFile, "https://api.example.test/"); err != nil || out != "api GET api.example.test" {
 		t.Fatalf("allowed HTTPS: %v %s", err, out)
 	}
-	if out, _ := inVM("curl", "-sS", "--max-time", "10", "--cacert", caFile, "-X", "POST", "https://api.example.test/"); !strings.Contains(out, "POST to api.example.test blocked by guardrails") {
+	if out, _ := inVM("curl", "-sS", "--max-time", "10", "--cacert", r.caFile, "-X", "POST", "https://api.example.test/"); !strings.Contains(out, "POST to api.example.test blocked by guardrails") {
 		t.Fatalf("read-only rule through the stack: %s", out)
 	}
-	if out, err := inVM("curl", "-sS", "--max-time", "10", "--cacert", caFile, "https://blocked.example.test/"); err == nil {
+	if out, err := inVM("curl", "-sS", "--max-time", "10", "--cacert", r.caFile, "https://blocked.example.test/"); err == nil {
 		t.Fatalf("denied host reached: %s", out)
 	}
 	if out, err := inVM("bash", "-c", "timeout 5 cat < /dev/tcp/198.18.0.10/7000"); err != nil || out != "plain hello\n" {
 		t.Fatalf("plain TCP flow: %v %q", err, out)
 	}
-	if out, err := inVM("bash", "-c", "timeout 5 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22'"); err == nil {
+	if out, err := inVM("bash", "-c", "timeout 5 bash -c 'exec 3<>/dev/tcp/10.78.0.1/22'"); err == nil {
 		t.Fatalf("the gateway answered on port 22: %s", out)
 	}
-	if out, err := inVM("bash", "-c", fmt.Sprintf("timeout 5 cat < /dev/tcp/10.77.0.1/%d", li.Port())); err != nil || out != "model here\n" {
+	if out, err := inVM("bash", "-c", fmt.Sprintf("timeout 5 cat < /dev/tcp/10.78.0.1/%d", li.Port())); err != nil || out != "model here\n" {
 		t.Fatalf("local inference through the gateway: %v %q", err, out)
 	}
 	var l4 []string
-	for _, e := range dec.all() {
+	for _, e := range r.dec.all() {
 		if e.Layer == audit.LayerL4 {
 			l4 = append(l4, e.Action+" "+e.IP+":"+fmt.Sprint(e.Port))
 		}
