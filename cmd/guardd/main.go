@@ -1,5 +1,7 @@
-// Command guardd is guard's per-workspace daemon: the egress firewall, and
-// later the proxy and network stack, for one agent VM. See guardd --help.
+// Command guardd is guard's per-workspace daemon: the VM's network, the
+// egress firewall, the intercepting proxy with its guardrails and
+// credential swapping, and the control socket, for one agent VM. See
+// guardd --help.
 package main
 
 import (
@@ -20,8 +22,11 @@ import (
 
 const usage = `guardd runs guard for one workspace VM: it loads the workspace profile,
 decides every flow against the egress rules, intercepts HTTP(S) with the
-workspace CA (created in the state dir on first run), records the security
-timeline, and serves the control socket that guardctl talks to.
+workspace CA (created in the state dir on first run), classifies calls to
+known services and applies their write policy (asking through guardctl prompt
+when the policy says so), swaps the VM's fake credentials for the real ones
+toward their hosts, records the security timeline, and serves the control
+socket that guardctl talks to.
 
 Usage:
   guardd --profile FILE [--state-dir DIR] [--control SOCK] [--proxy-listen ADDR]
