@@ -232,7 +232,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 		}
 	}
 	if r.Body != nil && r.Body != http.NoBody && len(s.creds) == 0 {
-		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body}
+		r.Body = newFakeScanner(s, ctx, dst.Host, r)
 	}
 	if len(s.creds) == 0 {
 		return nil, nil, nil
@@ -383,7 +383,7 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 				return nil, blk, err
 			}
 		}
-		r.Body = &fakeScanner{s: s, ctx: ctx, host: dst.Host, r: r.Body, trailer: r.Trailer}
+		r.Body = newFakeScanner(s, ctx, dst.Host, r)
 	}
 	if len(used) == 0 && cert == nil {
 		return nil, nil, nil
@@ -522,6 +522,61 @@ func carries(c *Credential, header string) bool {
 	return false
 }
 
+// newFakeScanner wraps a request's body. A compressed body (gzip,
+// deflate) is also decompressed, on the side, and the result scanned: a
+// fake must not travel out of scope inside a gzip stream.
+func newFakeScanner(s *Swapper, ctx context.Context, host string, r *http.Request) *fakeScanner {
+	f := &fakeScanner{s: s, ctx: ctx, host: host, r: r.Body, trailer: r.Trailer}
+	switch strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))) {
+	case "gzip", "x-gzip":
+		f.side = startSideScan(s, func(rd io.Reader) (io.Reader, error) { return gzip.NewReader(rd) })
+	case "deflate":
+		f.side = startSideScan(s, func(rd io.Reader) (io.Reader, error) { return flate.NewReader(rd), nil })
+	}
+	return f
+}
+
+// sideScan decompresses a copy of a body as it passes and scans it.
+type sideScan struct {
+	pw   *io.PipeWriter
+	done chan struct{}
+	hits []fakeHit
+	// kinds of real-looking secrets seen
+	untracked string
+}
+
+func startSideScan(s *Swapper, open func(io.Reader) (io.Reader, error)) *sideScan {
+	pr, pw := io.Pipe()
+	sc := &sideScan{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(sc.done)
+		defer pr.Close()
+		zr, err := open(pr)
+		if err != nil {
+			io.Copy(io.Discard, pr)
+			return
+		}
+		var window []byte
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := zr.Read(buf)
+			window = append(window, buf[:n]...)
+			sc.hits = append(sc.hits, s.findBytes(window)...)
+			if sc.untracked == "" {
+				sc.untracked = s.untracked(window)
+			}
+			if keep := s.maxLen - 1; len(window) > keep {
+				window = append(window[:0], window[len(window)-keep:]...)
+			}
+			if err != nil {
+				io.Copy(io.Discard, pr)
+				return
+			}
+		}
+	}()
+	return sc
+}
+
 // fakeScanner passes a request body through, failing it when a fake
 // appears for a host outside that fake's scope. It holds back the last
 // bytes of each read until the next, so that a fake split across reads is
@@ -532,6 +587,7 @@ type fakeScanner struct {
 	host    string
 	r       io.ReadCloser
 	buf     []byte
+	side    *sideScan   // the decompressed copy's scan, for compressed bodies
 	trailer http.Header // the request's trailer, filled in at the body's end
 	flagged bool        // an untracked secret was flagged already
 	pending []byte      // read, scanned, not yet passed on
@@ -557,6 +613,30 @@ func (f *fakeScanner) Read(p []byte) (int, error) {
 		}
 		n, err := f.r.Read(f.buf)
 		f.pending = append(f.pending, f.buf[:n]...)
+		if f.side != nil && n > 0 {
+			f.side.pw.Write(f.buf[:n])
+		}
+		if err == io.EOF && f.side != nil {
+			// The decompressed copy is scanned to its end before the last
+			// bytes pass.
+			f.side.pw.Close()
+			<-f.side.done
+			for _, h := range f.side.hits {
+				if !inScope(h.cred, f.host) {
+					f.s.compromise(f.ctx, h.cred, f.host, "compressed body")
+					f.err, f.pending = errCompromise, nil
+					return 0, f.err
+				}
+			}
+			if kind := f.side.untracked; kind != "" && !f.flagged {
+				f.flagged = true
+				if f.s.flagUntracked(f.ctx, kind, f.host, "compressed body") != nil {
+					f.err, f.pending = errCompromise, nil
+					return 0, f.err
+				}
+			}
+			f.side = nil
+		}
 		if err == io.EOF {
 			f.eof = true
 			for _, values := range f.trailer {
@@ -599,7 +679,12 @@ func (f *fakeScanner) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (f *fakeScanner) Close() error { return f.r.Close() }
+func (f *fakeScanner) Close() error {
+	if f.side != nil {
+		f.side.pw.CloseWithError(io.ErrClosedPipe)
+	}
+	return f.r.Close()
+}
 
 // Injection is what a request's credentials need after the hook: the
 // client certificate to present upstream, and the real secrets to turn

@@ -413,3 +413,32 @@ func TestInterimAndUpgradeResponsesAfterASwap(t *testing.T) {
 		t.Fatalf("upgrade after a swap:\n%s", out)
 	}
 }
+
+// TestFakeInACompressedBody: gzip does not hide a fake headed elsewhere.
+func TestFakeInACompressedBody(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(strings.Repeat("padding ", 20000) + "token=" + testFake))
+	zw.Close()
+	s := testSwapper(discardEvents{}, nil)
+	r := httptest.NewRequest("POST", "https://example.com/upload", io.NopCloser(iotest.OneByteReader(bytes.NewReader(gz.Bytes()))))
+	r.Header.Set("Content-Encoding", "gzip")
+	if _, blk, _ := s.Inject(context.Background(), r, Destination{Host: "example.com", TLS: true}); blk != nil {
+		t.Fatal("refused before the body was read")
+	}
+	if _, err := io.ReadAll(r.Body); err == nil || !strings.Contains(s.Compromised(), "compressed body") {
+		t.Fatalf("a gzip-hidden fake passed: %v %q", err, s.Compromised())
+	}
+	// A clean compressed body passes whole.
+	s.ClearCompromise()
+	var clean bytes.Buffer
+	zw = gzip.NewWriter(&clean)
+	zw.Write([]byte("nothing to see"))
+	zw.Close()
+	r = httptest.NewRequest("POST", "https://example.com/upload", bytes.NewReader(clean.Bytes()))
+	r.Header.Set("Content-Encoding", "gzip")
+	s.Inject(context.Background(), r, Destination{Host: "example.com", TLS: true})
+	if got, err := io.ReadAll(r.Body); err != nil || !bytes.Equal(got, clean.Bytes()) {
+		t.Fatalf("a clean gzip body: %v", err)
+	}
+}
