@@ -105,21 +105,7 @@ func newGuardOnQEMULink(t *testing.T, rulesText string, static map[string]string
 // denied one, all through the length-prefixed framing.
 func TestQEMULinkCarriesFlows(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.31")
-	ln, err := net.Listen("tcp", "198.18.0.31:7001")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "over qemu\n")
-			c.Close()
-		}
-	}()
+	serveTCP(t, "198.18.0.31:7001", "over qemu\n")
 	r := newQEMURig(t, "allow tcp svc.example.test:7001\ndefault deny\n", map[string]string{"svc.example.test": "198.18.0.31"})
 	ctx, vm := r.ctx, r.vm
 
@@ -162,20 +148,7 @@ func TestQEMULinkCarriesFlows(t *testing.T) {
 // every one is answered and that no goroutine outlives its flow.
 func TestManyFlowsLeaveNothingBehind(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.32")
-	ln, err := net.Listen("tcp", "198.18.0.32:7003")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	serveTCP(t, "198.18.0.32:7003", "")
 	r := newQEMURig(t, "allow tcp 198.18.0.32:7003\ndefault deny\n", nil)
 	ctx, vm := r.ctx, r.vm
 	before := runtime.NumGoroutine()
@@ -268,21 +241,7 @@ func TestDNSFloodIsBounded(t *testing.T) {
 // and completes at once.
 func TestBlackHoleDoesNotStallOthers(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.33")
-	ln, err := net.Listen("tcp", "198.18.0.33:7005")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "alive\n")
-			c.Close()
-		}
-	}()
+	serveTCP(t, "198.18.0.33:7005", "alive\n")
 	// The black hole: 198.18.0.99 is routed into a namespace that drops it.
 	_, hostIf := testnet.VM(t, netip.MustParsePrefix("10.81.0.2/24"), netip.MustParseAddr("10.81.0.1"))
 	testnet.Run(t, "ip", "addr", "add", "10.81.0.1/24", "dev", hostIf)
