@@ -103,6 +103,25 @@ func newAgentRig(t *testing.T, rulesText string, static map[string]string, opts 
 
 func (r *agentRig) run(args ...string) (string, error) { return testnet.InVM(r.ns, args...) }
 
+// serveStream serves HTTPS on addr that streams a line every 100 ms until
+// the client goes, as a long poll or an event stream does.
+func serveStream(t *testing.T, addr string, cert tls.Certificate) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		for req.Context().Err() == nil {
+			io.WriteString(w, "tick\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+}
+
 // serveTCP answers every connection to addr with reply.
 func serveTCP(t *testing.T, addr, reply string) {
 	t.Helper()
@@ -338,22 +357,9 @@ func TestPolicyChangeCutsOpenFlows(t *testing.T) {
 			pc.WriteTo(buf[:n], from)
 		}
 	}()
-	ln, err := net.Listen("tcp", "198.18.0.57:443")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The HTTPS server streams until the client goes, as a long poll or an
 	// event stream does.
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		for req.Context().Err() == nil {
-			io.WriteString(w, "tick\n")
-			w.(http.Flusher).Flush()
-			time.Sleep(100 * time.Millisecond)
-		}
-	}),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.pki.ServerCert(t, "agent.example.test")}}}
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
+	serveStream(t, "198.18.0.57:443", r.pki.ServerCert(t, "agent.example.test"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Each client runs in the VM and prints "ended" when its flow ends.
@@ -464,19 +470,7 @@ func TestPolicyChangeCutsSplicesByServerName(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.60")
 	static := map[string]string{"ok.example.test": "198.18.0.60", "denied.example.test": "198.18.0.60"}
 	r := newAgentRig(t, "allow tcp 198.18.0.60:443\ndefault deny\n", static, agentOptions{interceptOff: true})
-	ln, err := net.Listen("tcp", "198.18.0.60:443")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		for req.Context().Err() == nil {
-			io.WriteString(w, "tick\n")
-			w.(http.Flusher).Flush()
-			time.Sleep(100 * time.Millisecond)
-		}
-	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{r.pki.ServerCert(t, "ok.example.test", "denied.example.test")}}}
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
+	serveStream(t, "198.18.0.60:443", r.pki.ServerCert(t, "ok.example.test", "denied.example.test"))
 	upstreamCA := filepath.Join(t.TempDir(), "upstream.pem")
 	os.WriteFile(upstreamCA, r.pki.PEM, 0o644)
 	for name := range static { // the VM resolves both names of the address
