@@ -363,7 +363,9 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 			return nil, refuse("credential " + certCred.ID + " is not available (" + err.Error() + ")"), nil
 		}
 		r.Header.Del("Authorization")
-		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: certCred.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
+		if err := s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: certCred.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)}); err != nil {
+			return nil, refuse(errUnrecorded), nil
+		}
 	}
 	for _, sw := range swaps {
 		if (awsCred != nil || certCred != nil) && strings.EqualFold(sw.name, "Authorization") {
@@ -374,7 +376,10 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 		}
 	}
 	for c := range used {
-		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
+		// A use that cannot be recorded does not happen.
+		if err := s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)}); err != nil {
+			return nil, refuse(errUnrecorded), nil
+		}
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		if dst.TLS {
@@ -404,6 +409,9 @@ func (s *Swapper) Inject(ctx context.Context, r *http.Request, dst Destination) 
 	}
 	return sc, nil, nil
 }
+
+// errUnrecorded refuses a credential use the event log could not record.
+const errUnrecorded = "the event log cannot be written, so the credential was not used"
 
 // refuse is a 403 for a request the credential hook will not send.
 func refuse(message string) *Block {
@@ -499,7 +507,9 @@ func (s *Swapper) swapBody(ctx context.Context, r *http.Request, dst Destination
 		}
 		body = strings.ReplaceAll(body, c.Fake, real)
 		used[c] = real
-		s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)})
+		if err := s.events.Emit(ctx, audit.Event{Type: audit.TypeCredUse, Host: dst.Host, Scope: c.ID, Method: r.Method, Path: audit.Truncate(r.URL.Path, 512)}); err != nil {
+			return refuse(errUnrecorded), nil
+		}
 	}
 	r.Body = io.NopCloser(strings.NewReader(body))
 	r.ContentLength = int64(len(body))

@@ -442,3 +442,19 @@ func TestFakeInACompressedBody(t *testing.T) {
 		t.Fatalf("a clean gzip body: %v", err)
 	}
 }
+
+// failingEvents is an event log that cannot be written.
+type failingEvents struct{}
+
+func (failingEvents) Emit(context.Context, audit.Event) error { return io.ErrShortWrite }
+
+// TestUnrecordedUseIsRefused: a credential use the timeline cannot record
+// does not happen.
+func TestUnrecordedUseIsRefused(t *testing.T) {
+	s := testSwapper(failingEvents{}, nil)
+	r := httptest.NewRequest("GET", "https://api.github.com/user", nil)
+	r.Header.Set("Authorization", "token "+testFake)
+	if _, blk, _ := s.Inject(context.Background(), r, Destination{Host: "api.github.com", TLS: true}); blk == nil || !strings.Contains(blk.Reason, "event log") {
+		t.Fatalf("an unrecorded use went ahead: %+v", blk)
+	}
+}
