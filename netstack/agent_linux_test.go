@@ -375,7 +375,23 @@ func TestPolicyChangeCutsOpenFlows(t *testing.T) {
 	tcpKept := start("cat < /dev/tcp/198.18.0.58/7300")
 	udpCut := start("exec 3<>/dev/udp/198.18.0.57/7301; while printf x >&3 && timeout 2 head -c 1 <&3 >/dev/null; do sleep 0.2; done")
 	httpsCut := start("curl -sSN --cacert " + r.caFile + " https://agent.example.test/stream >/dev/null")
-	time.Sleep(1500 * time.Millisecond) // all four are open and talking
+	// Wait until all four flows are open (decided at l4), then a little
+	// for them to be talking.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		open := map[string]bool{}
+		for _, e := range r.dec.all() {
+			if e.Layer == audit.LayerL4 && e.Action != "deny" {
+				open[fmt.Sprintf("%s %s:%d", e.Proto, e.IP, e.Port)] = true
+			}
+		}
+		if open["tcp 198.18.0.57:7300"] && open["tcp 198.18.0.58:7300"] && open["udp 198.18.0.57:7301"] && open["tcp 198.18.0.57:443"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the flows never opened: %v", open)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 
 	changed := time.Now()
 	pol, _ := rules.ParseString("allow any 198.18.0.58\ndefault deny\n")

@@ -342,8 +342,15 @@ func TestSYNFloodIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Let the stack take in what it will.
-	time.Sleep(2 * time.Second)
+	// Let the stack take in what it will, however slow the machine: until
+	// the count of SYNs dropped at the cap stops moving.
+	for prev, deadline := uint64(0), time.Now().Add(30*time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		cur := r.guard.s.Stats().TCP.ForwardMaxInFlightDrop.Value()
+		if cur > 0 && cur == prev {
+			break
+		}
+		prev = cur
+	}
 	held := runtime.NumGoroutine() - goroutines
 	runtime.GC()
 	var after runtime.MemStats
