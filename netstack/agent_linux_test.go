@@ -122,6 +122,26 @@ func serveStream(t *testing.T, addr string, cert tls.Certificate) {
 	t.Cleanup(func() { srv.Close() })
 }
 
+// serveUDPEcho answers every datagram to addr with prefix and the datagram.
+func serveUDPEcho(t *testing.T, addr, prefix string) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(append([]byte(prefix), buf[:n]...), from)
+		}
+	}()
+}
+
 // serveTCP answers every connection to addr with reply.
 func serveTCP(t *testing.T, addr, reply string) {
 	t.Helper()
@@ -185,21 +205,7 @@ func TestPingIsAnsweredOnlyByTheDestination(t *testing.T) {
 func TestUDPExchangeThroughTheStack(t *testing.T) {
 	testnet.HostAddresses(t, "198.18.0.52")
 	for _, port := range []string{"7100", "7101"} {
-		pc, err := net.ListenPacket("udp", "198.18.0.52:"+port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 1500)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				pc.WriteTo(append([]byte("echo "), buf[:n]...), from)
-			}
-		}()
+		serveUDPEcho(t, "198.18.0.52:"+port, "echo ")
 	}
 	r := newAgentRig(t, "allow udp 198.18.0.52:7100\ndefault deny\n", nil, agentOptions{})
 	exchange := func(port string) (string, error) {
@@ -342,21 +348,7 @@ func TestPolicyChangeCutsOpenFlows(t *testing.T) {
 	}
 	hold("198.18.0.57:7300")
 	hold("198.18.0.58:7300")
-	pc, err := net.ListenPacket("udp", "198.18.0.57:7301")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo(buf[:n], from)
-		}
-	}()
+	serveUDPEcho(t, "198.18.0.57:7301", "")
 	// The HTTPS server streams until the client goes, as a long poll or an
 	// event stream does.
 	serveStream(t, "198.18.0.57:443", r.pki.ServerCert(t, "agent.example.test"))
